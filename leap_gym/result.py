@@ -113,7 +113,7 @@ class EvalResult:
     launches: dict[str, int] = field(default_factory=dict)
     device_output: str = ""
     trials: int = 0
-    wall_time_s: float = 0.0
+    wall_time_s: float = field(default=0.0, compare=False)
 
     @property
     def correct(self) -> bool:

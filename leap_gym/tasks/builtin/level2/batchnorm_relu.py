@@ -1,0 +1,70 @@
+"""Inference-mode batch norm followed by ReLU on NCHW input (per-channel affine, then max(., 0))."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+BATCH = 32
+CHANNELS = 64
+HEIGHT = 128
+WIDTH = 128
+
+
+class Model(nn.Module):
+    def __init__(self, channels: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(1.0 + 0.2 * torch.randn(channels))
+        self.bias = nn.Parameter(0.2 * torch.randn(channels))
+        self.register_buffer("running_mean", 0.5 * torch.randn(channels))
+        self.register_buffer("running_var", 0.5 + torch.rand(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, training=False, eps=self.eps)
+        return torch.relu(y)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, CHANNELS, HEIGHT, WIDTH)]
+
+
+def get_init_inputs():
+    return [CHANNELS]
+
+
+LEAP_TASK = dict(
+    level=2,
+    tags=["normalization", "fused", "activation"],
+    dtype="float32",
+    atol=1e-5,
+    rtol=1e-5,
+    target_speedup=1.5,
+    sizes={"cpu": {"BATCH": 2, "CHANNELS": 5, "HEIGHT": 19, "WIDTH": 21},
+           "gpu": {"BATCH": 32, "CHANNELS": 64, "HEIGHT": 128, "WIDTH": 128}},
+    wrapper_signature=('extern "C" __global__ void bn_relu_kernel(const float* x, const float* mean, const float* var, '
+                       'const float* weight, const float* bias, float* y, int batch, int channels, int hw, float eps)'),
+    wrapper='''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, channels, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(1.0 + 0.2 * torch.randn(channels))
+        self.bias = nn.Parameter(0.2 * torch.randn(channels))
+        self.register_buffer("running_mean", 0.5 * torch.randn(channels))
+        self.register_buffer("running_var", 0.5 + torch.rand(channels))
+
+    def forward(self, x):
+        x = x.contiguous()
+        batch, channels, h, w = x.shape
+        hw = h * w
+        y = torch.empty_like(x)
+        grid = ((hw + 255) // 256, batch * channels)
+        kernels.bn_relu_kernel(grid, 256, x, self.running_mean, self.running_var, self.weight, self.bias, y,
+                               batch, channels, hw, self.eps)
+        return y
+''',
+)

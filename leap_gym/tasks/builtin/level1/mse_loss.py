@@ -32,8 +32,8 @@ LEAP_TASK = dict(
     rtol=1e-4,
     target_speedup=1.0,
     sizes={"cpu": {"BATCH": 16, "DIM": 1000}, "gpu": {"BATCH": 4096, "DIM": 4096}},
-    wrapper_signature=('extern "C" __global__ void mse_partial_kernel(const float* pred, const float* target, '
-                       'float* partial, int n)'),
+    wrapper_signature=('extern "C" __global__ void mse_loss_kernel(const float* pred, const float* target, '
+                       'float* partial, unsigned int* counter, float* out, int n)'),
     wrapper='''
 import torch
 import torch.nn as nn
@@ -50,9 +50,9 @@ class ModelNew(nn.Module):
         threads = 256
         blocks = max(1, min((n + threads - 1) // threads, 1024))
         partial = torch.empty(blocks, dtype=pred.dtype, device=pred.device)
+        counter = torch.zeros(1, dtype=torch.int32, device=pred.device)
         out = torch.empty((), dtype=pred.dtype, device=pred.device)
-        kernels.mse_partial_kernel(blocks, threads, pred, target, partial, n)
-        kernels.mse_final_kernel(1, threads, partial, out, blocks, n)
+        kernels.mse_loss_kernel(blocks, threads, pred, target, partial, counter, out, n)
         return out
 ''',
 )

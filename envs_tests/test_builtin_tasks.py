@@ -89,6 +89,20 @@ def test_reference_solution_compiles_for_sm90(task: Task, index: int):
     assert "class ModelNew(nn.Module)" in python
 
 
+@pytest.mark.parametrize("task,index", SOLUTIONS, ids=SOLUTION_IDS)
+def test_reference_solution_passes_format_and_static_checks(task: Task, index: int):
+    from leap_gym.evaluate import prepare
+    from leap_gym.result import EvalResult
+
+    parsed = prepare(task, task.reference_solutions[index])
+    assert not isinstance(parsed, EvalResult), parsed.message
+    if task.has_wrapper and index == 0:  # the short form (cuda block only) is accepted too
+        short = "```cuda\n" + _block(task.reference_solutions[0], "cuda") + "```\n"
+        parsed_short = prepare(task, short)
+        assert not isinstance(parsed_short, EvalResult), parsed_short.message
+        assert parsed_short.python.strip() == task.wrapper.strip()
+
+
 @pytest.mark.parametrize("task", TASKS, ids=TASK_IDS)
 def test_reference_model_runs_at_cpu_preset(task: Task):
     _, model, inputs, _ = instantiate(task.with_size("cpu"), seed=0)

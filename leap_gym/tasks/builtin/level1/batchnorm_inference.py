@@ -1,4 +1,4 @@
-"""Batch normalisation in inference mode over NCHW input: per channel (x - running_mean) / sqrt(running_var + eps) * weight + bias."""
+"""Inference-mode batch norm over NCHW input: y = (x - running_mean) / sqrt(running_var + eps) * weight + bias."""
 
 import torch
 import torch.nn as nn

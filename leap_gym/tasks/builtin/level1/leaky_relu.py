@@ -34,7 +34,8 @@ LEAP_TASK = dict(
     rtol=1e-06,
     target_speedup=1.0,
     sizes={"cpu": {"BATCH": 16, "DIM": 300}, "gpu": {"BATCH": 4096, "DIM": 4096}},
-    wrapper_signature='extern "C" __global__ void leaky_relu_kernel(const float* x, float* y, int n, float negative_slope)',
+    wrapper_signature=('extern "C" __global__ void leaky_relu_kernel(const float* x, float* y, int n, '
+                       'float negative_slope)'),
     wrapper='''
 import torch
 import torch.nn as nn

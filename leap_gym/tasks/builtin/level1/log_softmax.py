@@ -31,7 +31,8 @@ LEAP_TASK = dict(
     rtol=1e-5,
     target_speedup=1.0,
     sizes={"cpu": {"BATCH": 20, "DIM": 1000}, "gpu": {"BATCH": 4096, "DIM": 4096}},
-    wrapper_signature='extern "C" __global__ void log_softmax_rows_kernel(const float* x, float* y, int rows, int cols)',
+    wrapper_signature=('extern "C" __global__ void log_softmax_rows_kernel(const float* x, float* y, int rows, '
+                       'int cols)'),
     wrapper='''
 import torch
 import torch.nn as nn

@@ -31,7 +31,8 @@ LEAP_TASK = dict(
     rtol=1e-4,
     target_speedup=1.0,
     sizes={"cpu": {"M": 100, "K": 300}, "gpu": {"M": 8192, "K": 8192}},
-    wrapper_signature='extern "C" __global__ void matvec_kernel(const float* a, const float* x, float* y, int m, int k)',
+    wrapper_signature=('extern "C" __global__ void matvec_kernel(const float* a, const float* x, float* y, int m, '
+                       'int k)'),
     wrapper='''
 import torch
 import torch.nn as nn

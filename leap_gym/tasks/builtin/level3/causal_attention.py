@@ -39,7 +39,8 @@ LEAP_TASK = dict(
     atol=1e-4,
     rtol=1e-4,
     target_speedup=0.5,
-    sizes={"cpu": {"BATCH": 1, "HEADS": 2, "SEQ": 30, "DIM": 16}, "gpu": {"BATCH": 8, "HEADS": 16, "SEQ": 1024, "DIM": 64}},
+    sizes={"cpu": {"BATCH": 1, "HEADS": 2, "SEQ": 30, "DIM": 16},
+           "gpu": {"BATCH": 8, "HEADS": 16, "SEQ": 1024, "DIM": 64}},
     wrapper_signature=('extern "C" __global__ void attention_kernel(const float* q, const float* k, const float* v, '
                        'float* out, int heads, int seq, int dim, float scale, int causal)'),
     wrapper='''

@@ -273,7 +273,8 @@ def has_extern_c_kernel(cuda: str) -> bool:
     if "extern" not in cuda or "__global__" not in cuda:
         return False
     code = _strip_c_comments(cuda)
-    stack: list[bool] = []
+    stack: list[bool] = []   # per open brace: does it open an `extern "C" {` block?
+    open_extern_blocks = 0
     pending_extern = False   # an `extern "C"` whose declaration has not ended
     last_end, last_was_extern = -1, False
     for match in _CUDA_TOKEN_RE.finditer(code):
@@ -282,15 +283,16 @@ def has_extern_c_kernel(cuda: str) -> bool:
             pending_extern, last_was_extern, last_end = True, True, match.end()
             continue
         if token == "__global__":
-            if pending_extern or any(stack):
+            if pending_extern or open_extern_blocks:
                 return True
         elif token == "{":
             block_open = last_was_extern and not code[last_end:match.start()].strip()
             stack.append(block_open)
+            open_extern_blocks += block_open
             pending_extern = False
         elif token == "}":
             if stack:
-                stack.pop()
+                open_extern_blocks -= stack.pop()
             pending_extern = False
         else:
             pending_extern = False
@@ -316,7 +318,10 @@ def _check_python(block: _Block, expected: str) -> str:
         raise FormatError(f"the ```python block does not parse: SyntaxError: {exc.msg} at line {line} of the block "
                           f"(response line {block.first_line + line - 1}){quoted}",
                           line=block.first_line + line - 1, expected=expected) from None
-    except (ValueError, MemoryError, RecursionError, OverflowError) as exc:
+    except (MemoryError, RecursionError) as exc:
+        raise FormatError(f"the ```python block is nested too deeply to parse ({type(exc).__name__}); write plain "
+                          "wrapper code", line=block.first_line, expected=expected) from None
+    except (ValueError, OverflowError) as exc:
         raise FormatError(f"the ```python block cannot be parsed: {type(exc).__name__}: {str(exc)[:200]}",
                           line=block.first_line, expected=expected) from None
     if not any(isinstance(node, ast.ClassDef) and node.name == "ModelNew" for node in tree.body):

@@ -48,6 +48,11 @@ ALLOWED = [
     ("staticmethod helper", HEAD + "class ModelNew(nn.Module):\n    @staticmethod\n    def blocks(n):\n"
      "        return (n + 255) // 256\n"),
     ("main guard", model(LAUNCH) + "\nif __name__ == '__main__':\n    print(ModelNew())\n"),
+    ("test harness under the main guard is not checked",
+     model(LAUNCH) + "\nif __name__ == '__main__':\n    import time\n    torch.manual_seed(0)\n"
+     "    print(eval('1'), ModelNew()(torch.randn(4)).numpy())\n"),
+    ("kernel named like a forbidden attribute", model("kernels.load((1,), (1,), x)\nkernels.stream((1,), (1,), x)\n"
+                                                      "return x")),
     ("local list mutation", model("out = [None]\nout[0] = torch.empty_like(x)\nreturn out[0]")),
     ("isinstance and shapes", model("assert isinstance(x, torch.Tensor) and x.dtype == torch.float32\n"
                                     "b, n = x.shape\nreturn x.view(b, n).contiguous()")),
@@ -116,6 +121,9 @@ FORBIDDEN = [
      "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n        return 0\n"
      "class ModelNew(nn.Module):\n    pass\n", "defining `__torch_function__`"),
     ("metaclass", HEAD + "class ModelNew(nn.Module, metaclass=object):\n    pass\n", "metaclass="),
+    ("else branch of the main guard is checked",
+     model(LAUNCH) + "\nif __name__ == '__main__':\n    pass\nelse:\n    import os\n", "`import os`"),
+    ("kernels rebound, then kernels.numpy()", model("kernels = x\nreturn kernels.numpy()"), "`.numpy`"),
     ("raise SystemExit", model("raise SystemExit(0)"), "`SystemExit`"),
     ("exit()", model("exit()"), "`exit`"),
 ]

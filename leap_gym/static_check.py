@@ -25,6 +25,11 @@ block's code does, and refuses the constructs that serve only to escape the eval
    (``torch``, ``nn``, ``F``, ``math``, ``torch.cuda`` ...) are used only as ``module.name``, never
    passed or stored; module-level variables are not mutated from functions (``CACHE[k] = v``).
 
+``kernels.<name>`` takes any public kernel name (a kernel may be called ``load`` or ``stream``) as
+long as the block never rebinds ``kernels``. The body of an ``if __name__ == "__main__":`` block
+is not checked: the block runs as module ``model_new``, so that code never runs (LLMs often append
+a test harness there).
+
 Everything else (helper functions and classes, lambdas, comprehensions, ``try``, ``with
 torch.no_grad()``, ``nn.Parameter``, ``register_buffer``) is allowed. Streams, module-level caches
 and torch compute operators are also defended at run time; this check gives the early, explained
@@ -61,6 +66,7 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     "numpy", "from_numpy", "load", "save", "from_file",
 })
 
+KERNELS_NAME = "kernels"  # the injected launch handle: kernels.<name>(grid, block, *args, shared_mem=0)
 ALLOWED_DUNDER_ATTRIBUTE_CALLS = frozenset({"__init__"})
 ALLOWED_DUNDER_NAMES = frozenset({"__name__"})
 ALLOWED_DUNDER_METHODS = frozenset({"__init__"})
@@ -168,7 +174,14 @@ class _Checker:
         self.attribute_bases: set[int] = set()         # ids of nodes used as `node.attr` (or `node[...]`)
         self.init_calls: set[int] = set()              # ids of `X.__init__` attribute nodes that are called
         self.module_level: set[str] = set()           # names bound at module level
+        self.kernels_rebound = False                   # whether `kernels` is bound to anything else
         for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id == KERNELS_NAME and not isinstance(node.ctx, ast.Load) or \
+                    isinstance(node, ast.arg) and node.arg == KERNELS_NAME or \
+                    isinstance(node, ast.alias) and (node.asname or node.name).split(".")[0] == KERNELS_NAME or \
+                    isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                    node.name == KERNELS_NAME or isinstance(node, ast.ExceptHandler) and node.name == KERNELS_NAME:
+                self.kernels_rebound = True
             if isinstance(node, ast.Attribute):
                 self.attribute_bases.add(id(node.value))
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
@@ -196,6 +209,8 @@ class _Checker:
 
     # Each visit checks one node and returns its children with the scope they are evaluated in.
     def visit(self, node: ast.AST, scope: _Scope) -> list[tuple[ast.AST, _Scope]]:
+        if isinstance(node, ast.If) and scope.kind == "module" and _is_main_guard(node.test):
+            return [(n, scope) for n in node.orelse]  # `if __name__ == "__main__":` never runs here
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             self.check_import(node)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
@@ -312,7 +327,9 @@ class _Checker:
         if attr.startswith("_"):
             self.flag(node, f"the private attribute `.{attr}` is not allowed; use public torch APIs")
             return
-        if attr in FORBIDDEN_ATTRIBUTES:
+        if isinstance(node.value, ast.Name) and node.value.id == KERNELS_NAME and not self.kernels_rebound:
+            pass  # kernels.<kernel name>: any public name is a kernel of the cuda block
+        elif attr in FORBIDDEN_ATTRIBUTES:
             self.flag(node, f"`.{attr}` is not allowed in the python block: {_attribute_reason(attr)}")
         elif "hook" in attr.lower():
             self.flag(node, f"`.{attr}` is not allowed: hooks could change how other modules run")
@@ -327,6 +344,15 @@ class _Checker:
             if isinstance(root, ast.Name) and root.id in self.module_names and not _resolves_locally(root.id, scope):
                 self.flag(node, f"the module `{_dotted(node)}` may only be used as `{_dotted(node)}.<name>`, "
                                 "not passed or stored")
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    """`__name__ == "__main__"` (either order): the block runs as module ``model_new``, so it never holds."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(a, ast.Name) and a.id == "__name__" for a in sides) and \
+        any(isinstance(a, ast.Constant) and a.value == "__main__" for a in sides)
 
 
 def _is_method_self(name: str, scope: _Scope) -> bool:

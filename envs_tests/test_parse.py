@@ -72,6 +72,8 @@ CASES = [
     ("indented fences in a list", "1. Kernel:\n\n" + INDENTED, "", OK),
     ("unterminated final fence", f"{cu()}\n{py()[:-3]}", "", OK),
     ("unterminated cuda fence only, wrapper", f"Answer:\n```cuda\n{KERNEL}\n", WRAPPER, WRAP),
+    ("forgotten closing fence before the python block", "```cuda\n" + KERNEL + "\n" + py(), "", OK),
+    ("forgotten closing fence, python first", "```python\n" + MODEL + "\n" + cu(), "", OK),
     ("backticks inside a cuda string", cu(body=KERNEL + '\n__device__ const char* fence = "```";') + "\n" + py(),
      "", OK),
     ("four-backtick fence holding a ``` line", cu(body=KERNEL + "\n```\n// still cuda", fence="````") + "\n" + py(),

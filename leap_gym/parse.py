@@ -15,7 +15,9 @@ The parser is tolerant of what LLMs really write, and strict about what is ambig
 - backtick and tilde fences of three or more characters, indented fences (the fence's indentation
   is removed from the block's lines), trailing whitespace after tags, and an unterminated last fence
   (the block runs to the end of the text); a closing fence is a line of only the opening fence's
-  character, at least as long as the opening fence, so a ```` ``` ```` inside a string is content;
+  character, at least as long as the opening fence, so a ```` ``` ```` inside a string is content; a
+  line that would close the block but carries a cuda or python tag (a forgotten closing fence before
+  the next block) closes it and opens the next;
 - CRLF and CR line endings, a leading byte-order mark, leading and trailing prose;
 - ``<think>``/``<thinking>`` sections are removed before blocks are looked for, so drafts inside
   them never count. A ``</think>`` with no opening tag (chat templates that put ``<think>`` in the
@@ -218,11 +220,23 @@ def _scan_blocks(text: str) -> list[_Block]:
                 indent = len(line) - len(stripped)
                 current = _Block(tag=_normalise_tag(info), lang="", first_line=number + 1, lines=[], closed=False)
             continue
-        if stripped.startswith(fence_char * fence_len) and not stripped.rstrip().lstrip(fence_char):
-            current.closed = True
-            blocks.append(current)
-            current = None
-            continue
+        if stripped.startswith(fence_char * fence_len):
+            rest = stripped.rstrip().lstrip(fence_char)
+            if not rest:
+                current.closed = True
+                blocks.append(current)
+                current = None
+                continue
+            fence = _fence(stripped)
+            tag = _normalise_tag(fence[2]) if fence else ""
+            if fence and fence[0] == fence_char and (tag in CUDA_TAGS or tag in PYTHON_TAGS):
+                # A fence that would close this block, but opens a cuda/python one: the closing line
+                # was forgotten (never valid C++ or Python); close the block here and open the new one.
+                blocks.append(current)
+                indent = len(line) - len(stripped)
+                fence_len = fence[1]
+                current = _Block(tag=tag, lang="", first_line=number + 1, lines=[], closed=False)
+                continue
         if indent:
             lead = len(line) - len(line.lstrip(" \t"))
             line = line[min(indent, lead):]

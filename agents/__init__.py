@@ -1,0 +1,43 @@
+"""LEAP: the reference agent of the LEAP gym (imported as `leap_agents`, source folder `agents/`).
+
+Pure, stable functions (no torch needed): `rank_rewards`, `dcp_decide`, `kevin_returns`,
+`single_turn_rewards`, `group_advantages`, `DifficultyTracker`. Policies (`ScriptedPolicy`,
+`HFPolicy`, `OpenAIPolicy`), the rollout engine (`RolloutEngine`, `Trajectory`, `Turn`) and the
+trainer (`LeapTrainer`, `TrainConfig`) load lazily on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from leap_agents.dcp import REASONS, Decision, DCPConfig, DifficultyTracker, dcp_decide
+from leap_agents.rewards import group_advantages, kevin_returns, rank_rewards, single_turn_rewards, solved_fraction
+
+_LAZY = {
+    "Generation": "leap_agents.policies.base",
+    "Policy": "leap_agents.policies.base",
+    "ScriptedPolicy": "leap_agents.policies.base",
+    "HFPolicy": "leap_agents.policies.hf",
+    "OpenAIPolicy": "leap_agents.policies.openai",
+    "RolloutConfig": "leap_agents.rollout",
+    "RolloutEngine": "leap_agents.rollout",
+    "RolloutBatch": "leap_agents.rollout",
+    "Trajectory": "leap_agents.trajectory",
+    "Turn": "leap_agents.trajectory",
+    "assign_rewards": "leap_agents.trajectory",
+    "TrainConfig": "leap_agents.config",
+    "load_config": "leap_agents.config",
+    "LeapTrainer": "leap_agents.trainer",
+    "summarize": "leap_agents.metrics",
+    "build_tiny": "leap_agents.tiny",
+}
+
+__all__ = ["REASONS", "DCPConfig", "Decision", "DifficultyTracker", "dcp_decide", "group_advantages", "kevin_returns",
+           "rank_rewards", "single_turn_rewards", "solved_fraction", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'leap_agents' has no attribute {name!r}")

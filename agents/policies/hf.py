@@ -1,0 +1,175 @@
+"""`HFPolicy`: a transformers causal LM as a policy (batched sampling with token ids and log-probs)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from leap_agents.logprobs import response_logprobs
+from leap_agents.policies.base import Generation, History
+
+log = logging.getLogger(__name__)
+
+#: ChatML, used when a tokenizer has no chat template of its own (tiny test tokenizers).
+DEFAULT_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def render_chat(messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    """`DEFAULT_CHAT_TEMPLATE` in plain Python (ChatML)."""
+    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
+
+
+class HFPolicy:
+    """A Hugging Face causal LM behind the `Policy` protocol.
+
+    Args:
+        model: a causal LM (already built), or use `from_pretrained`.
+        tokenizer: its tokenizer; one without a chat template gets ChatML (`render_chat`).
+        max_prompt_tokens: prompts longer than this keep their last tokens (with a warning).
+        batch_size: histories per `generate` call of the model.
+        temperature, top_p, max_new_tokens: default sampling parameters (overridable per call).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, max_prompt_tokens: int = 4096, batch_size: int = 16,
+                 temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 512):
+        self.model = model
+        self.tokenizer = tokenizer
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        self.max_prompt_tokens = max_prompt_tokens
+        self.batch_size = batch_size
+        self.defaults = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+
+    @classmethod
+    def from_pretrained(cls, path: str, device: str | None = None, dtype: str | None = None, lora: dict[str, Any] | None = None,
+                        **kwargs: Any) -> HFPolicy:
+        """Load a model and tokenizer from a local path (or hub id); optionally wrap it with LoRA.
+
+        Args:
+            path: a folder with ``config.json`` and tokenizer files, or a hub id already cached.
+            device: ``"cpu"``, ``"cuda"``...; CUDA when available by default.
+            dtype: ``"bfloat16"``, ``"float16"``, ``"float32"``; the checkpoint's by default.
+            lora: peft ``LoraConfig`` keyword arguments (``r``, ``lora_alpha``, ``target_modules``...).
+        """
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype) if dtype else "auto")
+        model.to(device)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        if lora:
+            model = apply_lora(model, **lora)
+        return cls(model, tokenizer, **kwargs)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def eos_ids(self) -> set[int]:
+        ids = {self.tokenizer.eos_token_id}
+        gen_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        ids.update(gen_eos if isinstance(gen_eos, list) else [gen_eos])
+        return {i for i in ids if i is not None}
+
+    def render(self, history: History) -> str:
+        """The prompt text of a history: its chat template with the assistant turn opened."""
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(list(history), tokenize=False, add_generation_prompt=True)
+        return render_chat(history)
+
+    def encode_prompt(self, history: History) -> list[int]:
+        ids = self.tokenizer(self.render(history), add_special_tokens=False)["input_ids"]
+        if len(ids) > self.max_prompt_tokens:
+            log.warning("prompt of %d tokens cut to its last %d (raise max_prompt_tokens)", len(ids), self.max_prompt_tokens)
+            ids = ids[-self.max_prompt_tokens:]
+        return list(ids)
+
+    def encode_response(self, text: str) -> list[int]:
+        """Token ids of a response written elsewhere, ended with EOS (as the policy would end it)."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) + [self.tokenizer.eos_token_id]
+
+    @torch.no_grad()
+    def generate(self, histories: Sequence[History], meta: Sequence[dict[str, Any]] | None = None,
+                 **sampling: Any) -> list[Generation]:
+        """Sample one response per history (batched, left-padded).
+
+        Sampling keywords: ``temperature`` (0: greedy), ``top_p``, ``max_new_tokens``, ``seed``.
+        Log-probs are of ``softmax(logits / temperature)`` at the sampled tokens (top-p truncation
+        not renormalised), the quantity the trainer recomputes.
+        """
+        opts = {**self.defaults, **{k: v for k, v in sampling.items() if v is not None}}
+        if opts.get("seed") is not None:
+            torch.manual_seed(int(opts["seed"]))
+        out: list[Generation] = []
+        for start in range(0, len(histories), self.batch_size):
+            out.extend(self._generate_batch([self.encode_prompt(h) for h in histories[start:start + self.batch_size]], opts))
+        return out
+
+    def _generate_batch(self, prompts: list[list[int]], opts: dict[str, Any]) -> list[Generation]:
+        pad = self.tokenizer.pad_token_id
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p):] = 1
+        temperature = float(opts["temperature"])
+        greedy = temperature <= 0
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            result = self.model.generate(
+                input_ids=ids.to(self.device), attention_mask=mask.to(self.device), do_sample=not greedy,
+                temperature=None if greedy else temperature, top_p=None if greedy else float(opts["top_p"]), top_k=None,
+                max_new_tokens=int(opts["max_new_tokens"]), pad_token_id=pad, eos_token_id=sorted(self.eos_ids),
+                return_dict_in_generate=True, output_logits=True)
+        finally:
+            self.model.train(was_training)
+        new = result.sequences[:, width:]
+        t = 1.0 if greedy else temperature
+        steps = torch.stack([lg.float() for lg in result.logits], dim=1) / t  # (B, T, V)
+        lps = torch.log_softmax(steps, dim=-1).gather(-1, new[:, :steps.shape[1], None]).squeeze(-1)
+        eos = self.eos_ids
+        gens = []
+        for i, prompt in enumerate(prompts):
+            tokens = new[i].tolist()
+            end = next((j + 1 for j, tok in enumerate(tokens) if tok in eos), None)
+            finish = "stop" if end is not None else "length"
+            tokens = tokens[:end] if end is not None else tokens
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            gens.append(Generation(text=text, token_ids=tokens, logprobs=lps[i, :len(tokens)].tolist(),
+                                   prompt_token_ids=prompt, finish_reason=finish))
+        return gens
+
+    @torch.no_grad()
+    def score(self, histories: Sequence[History], responses: Sequence[str], temperature: float = 1.0) -> list[Generation]:
+        """Generations for responses written elsewhere (guidance, demonstrations), with this policy's log-probs."""
+        prompts = [self.encode_prompt(h) for h in histories]
+        ids = [self.encode_response(r) for r in responses]
+        gens = []
+        for start in range(0, len(prompts), self.batch_size):
+            chunk = slice(start, start + self.batch_size)
+            lps = response_logprobs(self.model, prompts[chunk], ids[chunk], self.tokenizer.pad_token_id, temperature)
+            for p, r, text, lp in zip(prompts[chunk], ids[chunk], responses[chunk], lps):
+                gens.append(Generation(text=text, token_ids=r, logprobs=lp.tolist(), prompt_token_ids=p, off_policy=True))
+        return gens
+
+
+def apply_lora(model: Any, r: int = 16, lora_alpha: int = 32, lora_dropout: float = 0.0,
+               target_modules: list[str] | str | None = None, **kwargs: Any) -> Any:
+    """Wrap `model` with LoRA adapters (peft); only the adapters train."""
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as exc:  # pragma: no cover - optional extra
+        raise ImportError("LoRA needs peft: pip install 'leap-gym[lora]' (or pip install peft)") from exc
+    config = LoraConfig(r=r, lora_alpha=lora_alpha, lora_dropout=lora_dropout,
+                        target_modules=target_modules or "all-linear", task_type="CAUSAL_LM", **kwargs)
+    return get_peft_model(model, config)

@@ -1,0 +1,436 @@
+"""The `cpu` backend: CUDA kernels compiled as C++ and run on the CPU by this project's runtime.
+
+The kernel source (already accepted by NVRTC) is compiled by the host C++ compiler with the
+runtime header `cpu_runtime/leap_cuda_cpu.h` force-included (precompiled) and `__CUDA_ARCH__`
+defined; the threads of a block run as fibers, blocks on worker threads (see
+`cpu_runtime/leap_runtime.cpp`). Kernels launch through ctypes on CPU torch tensors.
+
+API (stable; `leap_gym.evaluate` relies on it):
+
+- ``CpuBackend(workers=None, shuffle=False, seed=0)``: ``name="cpu"``, ``device="cpu"``,
+  ``size_preset="cpu"``, ``reports_speedup=False``.
+  ``load(cuda_source, cubin, signatures, arch, checked=False) -> CpuLauncher``;
+  ``availability() -> Availability`` (needs g++ or clang++; ``$CXX`` wins).
+- ``CpuLauncher``: ``device="cpu"``, ``max_shared_mem`` (48 KiB: the default limit of dynamic
+  shared memory without the opt-in attribute, which responses cannot set),
+  ``launch(name, grid, block, shared_mem, args)``, ``drain_output() -> str`` (device printf),
+  ``shuffle: bool`` and ``seed: int`` (run a block's threads in a random order, reshuffled at every
+  barrier, so a missing ``__syncthreads`` shows up), ``guards: bool`` (copy tensor arguments into
+  buffers with canaries on both sides and report an out-of-bounds write with its argument and index).
+- Errors are `KernelRuntimeError` with ``detail`` in ``{"deadlock", "out_of_bounds", "unsupported",
+  "kernel_error", "launch"}``, naming the kernel and, where known, the line of the cuda block.
+- ``checked_worker_env() -> dict[str, str]``: environment for a process that runs ``checked=True``
+  loads (libasan preloaded, ASan options). In such a process ``load(..., checked=True)`` builds with
+  AddressSanitizer; elsewhere it falls back to the normal build.
+- ``describe_memory_error(stderr_text, cuda_source) -> str``: an ASan report read back as
+  "out-of-bounds write of 4 bytes in kernel 'k' at line 12 (`y[i] = ...`), element 1024 ..." (empty
+  when the text holds no report).
+- ``locate_memory_error(cuda_source, kernel, grid, block, shared_mem, buffers, scalars) -> str``
+  (in `cpu_checked`): replay one launch in an ASan subprocess.
+
+The build cache lives in ``$LEAP_GYM_CACHE/cpu`` (default ``~/.cache/leap_gym/cpu``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from leap_gym.backends.base import Availability, Backend, KernelRuntimeError
+from leap_gym.kernels import KernelSignature, strip_comments
+
+log = logging.getLogger(__name__)
+
+RUNTIME_DIR = Path(__file__).parent / "cpu_runtime"
+SHIM_INCLUDE = RUNTIME_DIR / "include"
+RUNTIME_FILES = ("leap_cuda_cpu.h", "leap_cuda_math.h", "leap_cuda_half.h", "leap_runtime.cpp")
+SOURCE_NAME = "kernel.cu"
+DEFAULT_SHARED_MEM = 48 * 1024
+COMMON_FLAGS = ("-std=c++17", "-fPIC", "-fno-strict-aliasing", "-fno-math-errno", "-pthread", "-w")
+FAST_FLAGS = ("-O2",)
+CHECKED_FLAGS = ("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer")
+ERROR_KINDS = {1: "kernel_error", 2: "deadlock", 3: "unsupported", 4: "launch"}
+
+# Features that cannot run on a CPU: (pattern on comment-stripped source, what to call it).
+UNSUPPORTED = (
+    (re.compile(r"\b(?:asm|__asm__|__asm)\s*(?:volatile\s*|__volatile__\s*)?\("), "inline PTX assembly (asm(...))"),
+    (re.compile(r"\bnvcuda\s*::|\bwmma\s*::"), "tensor-core WMMA (nvcuda::wmma)"),
+    (re.compile(r"#\s*include\s*<mma\.h>"), "tensor-core WMMA (<mma.h>)"),
+    (re.compile(r"\b__(?:hmma|imma|bmma)_\w+|\b__wgmma\w*|\bmma_sync\b"), "tensor-core MMA intrinsics"),
+    (re.compile(r"\btex[123]D\w*\s*(?:<|\()|\btex1Dfetch\b|\bsurf[123]D\w*\s*\(|\bcudaTextureObject_t\b"),
+     "texture and surface objects"),
+    (re.compile(r"\b(?:__pipeline_memcpy_async|__pipeline_commit|__pipeline_wait_prior|memcpy_async)\b|\bcp\.async"),
+     "asynchronous copies (cp.async / memcpy_async)"),
+    (re.compile(r"\bcooperative_groups\s*::\s*(?:this_grid|this_multi_grid)\b|\bgrid\.sync\s*\("),
+     "grid-wide synchronisation (cooperative launch)"),
+    (re.compile(r"#\s*include\s*<(?:cub/|thrust/|cuda/(?:pipeline|barrier)|cuda_pipeline|cuda_awbarrier)"),
+     "CUB / Thrust / libcu++ device headers"),
+    (re.compile(r"\bcudaMalloc\s*\(|<<<"), "dynamic parallelism (launching or allocating from a kernel)"),
+)
+
+
+class CpuRuntimeUnavailable(RuntimeError):
+    """No usable host C++ compiler."""
+
+
+def cache_root() -> Path:
+    base = os.environ.get("LEAP_GYM_CACHE")
+    return Path(base) / "cpu" if base else Path.home() / ".cache" / "leap_gym" / "cpu"
+
+
+@lru_cache(maxsize=1)
+def find_compiler() -> str | None:
+    """The host C++ compiler: ``$CXX``, else g++, else clang++."""
+    for cand in (os.environ.get("CXX"), "g++", "clang++", "c++"):
+        if cand and shutil.which(cand):
+            return shutil.which(cand)
+    return None
+
+
+@lru_cache(maxsize=4)
+def _compiler_id(cxx: str) -> str:
+    out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30)
+    return out.stdout.splitlines()[0] if out.stdout else cxx
+
+
+def _runtime_hash() -> str:
+    h = hashlib.sha256()
+    for name in RUNTIME_FILES:
+        h.update((RUNTIME_DIR / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _atomic_write_dir(final: Path, build) -> Path:
+    """Build into a temporary folder next to `final`, then rename it into place (process-safe)."""
+    if final.exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=final.name + ".tmp", dir=final.parent))
+    try:
+        build(tmp)
+        try:
+            tmp.rename(final)
+        except OSError:  # another process won the race
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+_runtime_lock = threading.Lock()
+
+
+def runtime_build(checked: bool = False) -> Path:
+    """The folder holding the runtime object and the precompiled header for one flag set."""
+    cxx = find_compiler()
+    if cxx is None:
+        raise CpuRuntimeUnavailable("no C++ compiler found: install g++ (apt-get install g++) or set $CXX")
+    flags = COMMON_FLAGS + (CHECKED_FLAGS if checked else FAST_FLAGS)
+    key = hashlib.sha256(f"{_runtime_hash()}|{_compiler_id(cxx)}|{flags}".encode()).hexdigest()[:20]
+    final = cache_root() / f"runtime-{'asan-' if checked else ''}{key}"
+
+    def build(tmp: Path) -> None:
+        for name in RUNTIME_FILES:
+            shutil.copy(RUNTIME_DIR / name, tmp / name)
+        _run([cxx, *flags, "-x", "c++-header", str(tmp / "leap_cuda_cpu.h"), "-o", str(tmp / "leap_cuda_cpu.h.gch")])
+        _run([cxx, *flags, "-c", str(tmp / "leap_runtime.cpp"), "-o", str(tmp / "leap_runtime.o")])
+
+    with _runtime_lock:
+        return _atomic_write_dir(final, build)
+
+
+def _run(cmd: list[str]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"building the CPU runtime failed ({' '.join(cmd)}):\n{proc.stderr[-3000:]}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Source preparation
+# ------------------------------------------------------------------------------------------------
+_EXTERN_SHARED_RE = re.compile(
+    r"extern\s+__shared__\s+((?:__align__\s*\(\s*\d+\s*\)\s*|alignas\s*\(\s*\d+\s*\)\s*)*)"
+    r"([A-Za-z_][\w:<>,\s]*?)\s*([A-Za-z_]\w*)\s*\[\s*\]\s*;"
+)
+
+
+def unsupported_features(cuda_source: str) -> list[tuple[str, int, str]]:
+    """(feature, line, source line) for each construct the CPU runtime cannot run."""
+    clean = strip_comments(cuda_source)
+    lines = cuda_source.splitlines()
+    found = []
+    for pattern, what in UNSUPPORTED:
+        match = pattern.search(clean)
+        if match:
+            line = clean.count("\n", 0, match.start()) + 1
+            found.append((what, line, lines[line - 1].strip() if line <= len(lines) else ""))
+    return found
+
+
+def _scope_is_file(clean: str, pos: int) -> bool:
+    """Whether `pos` lies outside every function body (namespaces and extern "C" blocks are file scope)."""
+    stack: list[bool] = []  # True for a file-scope brace
+    for m in re.finditer(r"[{}]", clean[:pos]):
+        if m.group() == "{":
+            before = clean[max(0, m.start() - 80):m.start()]
+            stack.append(bool(re.search(r'(?:extern\s+"C"|namespace(?:\s+[\w:]+)?)\s*$', before)))
+        elif stack:
+            stack.pop()
+    return all(stack)
+
+
+def prepare_source(cuda_source: str) -> str:
+    """Rewrite what host C++ cannot take as written, keeping every line where it was.
+
+    ``extern __shared__ T name[];`` becomes a pointer to the block's dynamic shared memory (a local
+    in a function, a macro at file scope); ``static __shared__`` drops the duplicate ``static``.
+    """
+    clean = strip_comments(cuda_source)
+    out: list[str] = []
+    last = 0
+    for match in _EXTERN_SHARED_RE.finditer(clean):
+        out.append(cuda_source[last:match.start()])
+        ctype, name = " ".join(match.group(2).split()), match.group(3)
+        if _scope_is_file(clean, match.start()):
+            line = clean.count("\n", 0, match.end()) + 1
+            out.append(f"\n#define {name} (reinterpret_cast<{ctype}*>(__leap_dyn_smem()))\n#line {line}\n")
+        else:
+            out.append(f"{ctype}* const {name} = reinterpret_cast<{ctype}*>(__leap_dyn_smem());")
+        last = match.end()
+    out.append(cuda_source[last:])
+    text = "".join(out)
+    return re.sub(r"\bstatic\s+__shared__\b", "__shared__", text)
+
+
+def _arch_number(arch: str) -> int:
+    match = re.search(r"(\d+)", arch or "")
+    return int(match.group(1)) * 10 if match else 900
+
+
+def translation_unit(cuda_source: str, kernel_names: list[str], arch: str) -> str:
+    launchers = []
+    for name in kernel_names:
+        launchers.append(
+            f"static void __leap_thunk_{name}(void** a) {{ __leap_invoke(&{name}, a); }}\n"
+            f'extern "C" __attribute__((visibility("default"))) int __leap_launch_{name}(LeapLaunch* L, void** a) '
+            f"{{ return __leap_run_grid(L, &__leap_thunk_{name}, a); }}\n"
+        )
+    return (f"#define __CUDA_ARCH__ {_arch_number(arch)}\n#line 1 \"{SOURCE_NAME}\"\n"
+            f"{prepare_source(cuda_source)}\n#line 1 \"leap_launchers.cpp\"\n{''.join(launchers)}")
+
+
+_DIAG_RE = re.compile(rf"^{re.escape(SOURCE_NAME)}:(\d+):(?:\d+:)?\s*(?:fatal )?error:\s*(.*)$", re.M)
+
+
+def _compile_error_message(stderr: str, cuda_source: str) -> str:
+    unsupported = re.search(r'LEAP_UNSUPPORTED: ([^"\n]*)', stderr)
+    if unsupported:
+        return f"{unsupported.group(1)}; rewrite the kernel without it"
+    lines = cuda_source.splitlines()
+    parts = []
+    for match in list(_DIAG_RE.finditer(stderr))[:3]:
+        line = int(match.group(1))
+        quoted = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        parts.append(f"line {line}: {match.group(2)}" + (f"  [`{quoted}`]" if quoted else ""))
+    detail = "; ".join(parts) if parts else stderr.strip().splitlines()[-1] if stderr.strip() else "unknown error"
+    return ("the CPU runtime could not build this kernel as C++ (it uses a CUDA feature this runtime does not "
+            f"emulate): {detail}")
+
+
+def asan_loaded() -> bool:
+    """Whether AddressSanitizer's runtime is in this process (preloaded, as `checked_worker_env` does)."""
+    try:
+        return "libasan" in Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
+
+
+def build_module(cuda_source: str, kernel_names: list[str], arch: str, checked: bool = False) -> Path:
+    """Compile (or fetch from the cache) the shared object of one cuda block; returns its path."""
+    cxx = find_compiler()
+    runtime = runtime_build(checked)
+    tu = translation_unit(cuda_source, kernel_names, arch)
+    key = hashlib.sha256(f"{runtime.name}|{checked}|{tu}".encode()).hexdigest()[:24]
+    target = cache_root() / "modules" / f"{key}.so"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    flags = COMMON_FLAGS + (CHECKED_FLAGS if checked else FAST_FLAGS)
+    with tempfile.TemporaryDirectory(prefix="leap_cpu_") as tmp:
+        src = Path(tmp) / "kernel.cpp"
+        src.write_text(tu)
+        out = Path(tmp) / "module.so"
+        cmd = [cxx, *flags, "-shared", "-fvisibility=hidden", f"-I{SHIM_INCLUDE}", "-include",
+               str(runtime / "leap_cuda_cpu.h"), str(src), str(runtime / "leap_runtime.o"), "-o", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp)
+        if proc.returncode != 0:
+            raise KernelRuntimeError(_compile_error_message(proc.stderr, cuda_source), "unsupported")
+        os.replace(out, target)
+    return target
+
+
+# ------------------------------------------------------------------------------------------------
+# Launching
+# ------------------------------------------------------------------------------------------------
+class LeapLaunch(ctypes.Structure):
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shmem", ctypes.c_ulonglong),
+                ("workers", ctypes.c_int), ("shuffle", ctypes.c_int), ("seed", ctypes.c_ulonglong),
+                ("status", ctypes.c_int), ("message", ctypes.c_char * 2048)]
+
+
+def default_workers() -> int:
+    env = os.environ.get("LEAP_CPU_WORKERS")
+    if env:
+        return max(1, int(env))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class CpuLauncher:
+    """Runs one compiled cuda block's kernels on CPU tensors (a `KernelLauncher`)."""
+
+    device = "cpu"
+
+    def __init__(self, path: Path, cuda_source: str, signatures: dict[str, KernelSignature], arch: str,
+                 checked: bool, workers: int, shuffle: bool, seed: int):
+        self.path = path
+        self.cuda_source = cuda_source
+        self.signatures = signatures
+        self.arch = arch
+        self.checked = checked
+        self.workers = workers
+        self.shuffle = shuffle
+        self.seed = seed
+        self.max_shared_mem = DEFAULT_SHARED_MEM
+        self._lib = ctypes.CDLL(str(path))
+        self._entries: dict[str, Any] = {}
+        for name in signatures:
+            fn = getattr(self._lib, f"__leap_launch_{name}")
+            fn.argtypes = [ctypes.POINTER(LeapLaunch), ctypes.c_void_p]
+            fn.restype = ctypes.c_int
+            self._entries[name] = fn
+        self._take = self._lib.leap_output_take
+        self._take.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        self._take.restype = ctypes.c_size_t
+        self._output: list[str] = []
+        self._launch_count = 0
+
+    def launch(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,
+               args: list[Any]) -> None:
+        if name not in self._entries:
+            raise KernelRuntimeError(f"no kernel named '{name}' in this module", "launch")
+        cfg = LeapLaunch()
+        cfg.grid[:] = list(grid)
+        cfg.block[:] = list(block)
+        cfg.shmem = int(shared_mem)
+        cfg.workers = self.workers
+        cfg.shuffle = 1 if self.shuffle else 0
+        cfg.seed = (self.seed * 1_000_003 + self._launch_count) & (2**64 - 1)
+        self._launch_count += 1
+        argv = (ctypes.c_void_p * max(1, len(args)))(*[ctypes.addressof(a) for a in args])
+        status = self._entries[name](ctypes.byref(cfg), argv)
+        self._collect_output()
+        if status != 0:
+            message = cfg.message.decode(errors="replace")
+            raise KernelRuntimeError(f"kernel '{name}': {message}", ERROR_KINDS.get(status, "kernel_error"))
+
+    def _collect_output(self) -> None:
+        size = self._take(None, 0)
+        if size:
+            buf = ctypes.create_string_buffer(size)
+            n = self._take(buf, size)
+            self._output.append(buf.raw[:n].decode(errors="replace"))
+
+    def drain_output(self) -> str:
+        """Device printf output since the last call."""
+        self._collect_output()
+        text = "".join(self._output)
+        self._output.clear()
+        return text
+
+
+class CpuBackend(Backend):
+    """CUDA-on-CPU: kernels compiled by the host C++ compiler against this project's runtime.
+
+    Args:
+        workers: OS threads running blocks (default: the CPUs this process may use, or
+            ``$LEAP_CPU_WORKERS``).
+        shuffle: run the threads of each block in a random order (reshuffled at every barrier).
+        seed: seed of that order.
+    """
+
+    name = "cpu"
+    device = "cpu"
+    reports_speedup = False
+    size_preset = "cpu"
+
+    def __init__(self, workers: int | None = None, shuffle: bool = False, seed: int = 0):
+        self.workers = workers or default_workers()
+        self.shuffle = shuffle
+        self.seed = seed
+
+    def availability(self) -> Availability:
+        cxx = find_compiler()
+        if cxx is None:
+            return Availability(False, "no host C++ compiler: install g++ (apt-get install g++) or clang++, or set $CXX")
+        try:
+            runtime_build(False)
+        except Exception as exc:  # a broken toolchain
+            return Availability(False, f"the C++ compiler {cxx} cannot build the CPU runtime: {exc}")
+        return Availability(True, "")
+
+    def load(self, cuda_source: str, cubin: bytes, signatures: dict[str, KernelSignature], arch: str,
+             checked: bool = False) -> CpuLauncher:
+        found = unsupported_features(cuda_source)
+        if found:
+            what, line, text = found[0]
+            raise KernelRuntimeError(
+                f"{what} at line {line} (`{text}`) cannot run on the CPU runtime (no GPU here); write the kernel in "
+                "plain CUDA C++ (shared memory, warp shuffles and atomics are supported)", "unsupported")
+        if checked and not asan_loaded():
+            log.warning("checked CPU build requested but libasan is not preloaded; using the normal build")
+            checked = False
+        path = build_module(cuda_source, sorted(signatures), arch, checked)
+        return CpuLauncher(path, cuda_source, signatures, arch, checked, self.workers, self.shuffle, self.seed)
+
+
+# ------------------------------------------------------------------------------------------------
+# Checked (AddressSanitizer) runs
+# ------------------------------------------------------------------------------------------------
+ASAN_OPTIONS = ("detect_leaks=0:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=0:symbolize=1:"
+                "allocator_may_return_null=1:detect_odr_violation=0:verify_asan_link_order=0:print_summary=1:"
+                "handle_segv=1:handle_abort=1:fast_unwind_on_fatal=0:malloc_context_size=4")
+
+
+@lru_cache(maxsize=1)
+def libasan_path() -> str | None:
+    cxx = find_compiler()
+    if cxx is None:
+        return None
+    out = subprocess.run([cxx, "-print-file-name=libasan.so"], capture_output=True, text=True, timeout=30)
+    path = out.stdout.strip()
+    return path if path and os.path.isabs(path) and os.path.exists(path) else None
+
+
+def checked_worker_env() -> dict[str, str]:
+    """Environment variables for a worker process that runs checked (ASan) builds."""
+    lib = libasan_path()
+    if lib is None:
+        return {}
+    return {"LD_PRELOAD": lib, "ASAN_OPTIONS": ASAN_OPTIONS}
+
+
+from leap_gym.backends.cpu_checked import describe_memory_error, locate_memory_error  # noqa: E402,F401

@@ -110,6 +110,10 @@ FORBIDDEN = [
     ("rebinding self", model("self = x\nself.data = x\nreturn x"), "rebinding `self`"),
     ("module passed as a value", model("alias = torch\nreturn x"), "the module `torch` may only be used"),
     ("submodule passed as a value", model("fn = torch.nn\nreturn x"), "the module `torch.nn` may only be used"),
+    ("local import passed as a value", model("import torch as T\nalias = T\nreturn x"), "the module `T`"),
+    ("method called through the class", HEAD + "class ModelNew(nn.Module):\n    def patch(self):\n"
+     "        self.add = None\n\n    def forward(self, x):\n        ModelNew.patch(torch.Tensor)\n        return x\n",
+     "`ModelNew.patch` reaches a method through its class"),
     ("global statement", "CALLS = 0\n" + model("global CALLS\nCALLS += 1\nreturn x"), "`global CALLS`"),
     ("nonlocal statement", model("n = 0\ndef f():\n    nonlocal n\n    n += 1\nf()\nreturn x"), "`nonlocal n`"),
     ("module-level cache", "CACHE = {}\n" + model("CACHE[x.shape] = x\nreturn x"), "module-level variable `CACHE`"),

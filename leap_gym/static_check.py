@@ -23,7 +23,9 @@ block's code does, and refuses the constructs that serve only to escape the eval
 6. State: attributes may be assigned or deleted only on ``self`` (the first parameter of a method),
    never on a module, a class or another object; ``self`` is never rebound; module objects
    (``torch``, ``nn``, ``F``, ``math``, ``torch.cuda`` ...) are used only as ``module.name``, never
-   passed or stored; module-level variables are not mutated from functions (``CACHE[k] = v``).
+   passed or stored; methods are called on the instance, never through the class
+   (``ModelNew.patch(obj)`` would make ``obj`` the ``self`` that may be assigned to); module-level
+   variables are not mutated from functions (``CACHE[k] = v``).
 
 ``kernels.<name>`` takes any public kernel name (a kernel may be called ``load`` or ``stream``) as
 long as the block never rebinds ``kernels``. The body of an ``if __name__ == "__main__":`` block
@@ -122,7 +124,11 @@ def _arg_names(args: ast.arguments) -> list[str]:
 
 
 def _bound_names(node: ast.AST) -> frozenset[str]:
-    """Names a function (or comprehension) binds in its own scope; nested scopes are not entered."""
+    """Names a function (or comprehension) binds in its own scope; nested scopes are not entered.
+
+    Names bound by imports are left out on purpose: they hold modules, which never earn the
+    exemptions that a local variable (a parameter called ``input``) does.
+    """
     if isinstance(node, _COMPREHENSIONS):
         targets = [g.target for g in node.generators]
         return frozenset(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
@@ -138,8 +144,6 @@ def _bound_names(node: ast.AST) -> frozenset[str]:
             continue
         if isinstance(item, ast.Name) and isinstance(item.ctx, (ast.Store, ast.Del)):
             names.add(item.id)
-        elif isinstance(item, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in item.names)
         elif isinstance(item, ast.ExceptHandler) and item.name:
             names.add(item.name)
         stack.extend(ast.iter_child_nodes(item))
@@ -187,6 +191,15 @@ class _Checker:
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                     node.func.attr in ALLOWED_DUNDER_ATTRIBUTE_CALLS:
                 self.init_calls.add(id(node.func))
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.module_names.update(_module_bindings(node))
+        self.class_methods: dict[str, set[str]] = {}  # module-level classes: their plain methods
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                self.class_methods[node.name] = {
+                    f.name for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and not any(isinstance(d, ast.Name) and d.id in {"staticmethod", "classmethod"}
+                                for d in f.decorator_list)}
         for node in tree.body:
             for sub in ast.walk(node) if not isinstance(node, _NEW_SCOPES) else [node]:
                 if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
@@ -285,10 +298,6 @@ class _Checker:
             for alias in node.names:
                 if alias.name not in ALLOWED_IMPORTS:
                     self.flag(node, f"`import {alias.name}` is not allowed; the python block may import only {allowed}")
-                elif alias.asname:
-                    self.module_names.add(alias.asname)
-                else:
-                    self.module_names.add(alias.name.split(".")[0])
             return
         module = "." * node.level + (node.module or "")
         if module not in ALLOWED_IMPORTS:
@@ -299,8 +308,6 @@ class _Checker:
                 self.flag(node, f"`from {module} import *` is not allowed; import the module (import torch) instead")
             elif alias.name in FORBIDDEN_ATTRIBUTES or alias.name.startswith("_") and module != "__future__":
                 self.flag(node, f"`from {module} import {alias.name}` is not allowed ({alias.name} is off limits)")
-            elif f"{module}.{alias.name}" in ALLOWED_IMPORTS:
-                self.module_names.add(alias.asname or alias.name)
 
     def check_name(self, node: ast.Name, scope: _Scope) -> None:
         name = node.id
@@ -327,6 +334,10 @@ class _Checker:
         if attr.startswith("_"):
             self.flag(node, f"the private attribute `.{attr}` is not allowed; use public torch APIs")
             return
+        if isinstance(node.value, ast.Name) and attr in self.class_methods.get(node.value.id, ()) \
+                and not _resolves_locally(node.value.id, scope):
+            self.flag(node, f"`{node.value.id}.{attr}` reaches a method through its class; call it on the instance "
+                            f"(self.{attr}(...))")
         if isinstance(node.value, ast.Name) and node.value.id == KERNELS_NAME and not self.kernels_rebound:
             pass  # kernels.<kernel name>: any public name is a kernel of the cuda block
         elif attr in FORBIDDEN_ATTRIBUTES:
@@ -344,6 +355,14 @@ class _Checker:
             if isinstance(root, ast.Name) and root.id in self.module_names and not _resolves_locally(root.id, scope):
                 self.flag(node, f"the module `{_dotted(node)}` may only be used as `{_dotted(node)}.<name>`, "
                                 "not passed or stored")
+
+
+def _module_bindings(node: ast.Import | ast.ImportFrom) -> set[str]:
+    """The names an import binds to module objects (``import torch.nn as nn``, ``from torch import nn``)."""
+    if isinstance(node, ast.Import):
+        return {a.asname or a.name.split(".")[0] for a in node.names}
+    module = node.module or ""
+    return {a.asname or a.name for a in node.names if f"{module}.{a.name}" in ALLOWED_IMPORTS}
 
 
 def _is_main_guard(test: ast.expr) -> bool:

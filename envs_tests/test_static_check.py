@@ -108,6 +108,8 @@ FORBIDDEN = [
     ("self parameter outside a method", HEAD + "def patch(self):\n    self.relu = None\n\n"
      "class ModelNew(nn.Module):\n    pass\n", "a parameter named `self`"),
     ("rebinding self", model("self = x\nself.data = x\nreturn x"), "rebinding `self`"),
+    ("rebinding a differently named self", HEAD + "class ModelNew(nn.Module):\n    def forward(s, x):\n"
+     "        for s in [x]:\n            s.data = x\n        return x\n", "rebinds its first parameter `s`"),
     ("module passed as a value", model("alias = torch\nreturn x"), "the module `torch` may only be used"),
     ("submodule passed as a value", model("fn = torch.nn\nreturn x"), "the module `torch.nn` may only be used"),
     ("local import passed as a value", model("import torch as T\nalias = T\nreturn x"), "the module `T`"),

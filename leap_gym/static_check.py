@@ -123,16 +123,16 @@ def _arg_names(args: ast.arguments) -> list[str]:
     return [a.arg for a in every]
 
 
-def _bound_names(node: ast.AST) -> frozenset[str]:
+def _bound_names(node: ast.AST, imports: bool = False, params: bool = True) -> frozenset[str]:
     """Names a function (or comprehension) binds in its own scope; nested scopes are not entered.
 
-    Names bound by imports are left out on purpose: they hold modules, which never earn the
+    Names bound by imports are left out unless asked for: they hold modules, which never earn the
     exemptions that a local variable (a parameter called ``input``) does.
     """
     if isinstance(node, _COMPREHENSIONS):
         targets = [g.target for g in node.generators]
         return frozenset(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-    names = set(_arg_names(node.args))
+    names = set(_arg_names(node.args)) if params else set()
     body = [node.body] if isinstance(node, ast.Lambda) else list(node.body)
     stack: list[ast.AST] = list(body)
     while stack:
@@ -146,6 +146,8 @@ def _bound_names(node: ast.AST) -> frozenset[str]:
             names.add(item.id)
         elif isinstance(item, ast.ExceptHandler) and item.name:
             names.add(item.name)
+        elif imports and isinstance(item, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in item.names)
         stack.extend(ast.iter_child_nodes(item))
     return frozenset(names)
 
@@ -279,6 +281,8 @@ class _Checker:
                 self.flag(a, f"the dunder parameter name `{a.arg}` is not allowed")
         if self_name and (args.defaults and len(args.defaults) == len([*args.posonlyargs, *args.args])):
             self.flag(node, f"the first parameter `{self_name}` of a method may not have a default value")
+        if self_name and self_name in _bound_names(node, imports=True, params=False):
+            self.flag(node, f"method {node.name} rebinds its first parameter `{self_name}`; that is not allowed")
         inner = _Scope("function", _bound_names(node), scope, self_name)
         outer: list[ast.AST] = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
         if not isinstance(node, ast.Lambda):

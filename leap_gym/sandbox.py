@@ -1,0 +1,711 @@
+"""Sandboxed worker processes: untrusted code runs here, never in the caller.
+
+A `WorkerPool` keeps long-lived worker processes (started lazily, kept warm so ``import torch`` is
+paid once) and runs a named function, ``"package.module:function"``, on a picklable payload in one
+of them. Whatever the function does (crash, hang, fork, flood its output, allocate without bound,
+write files, open sockets) the caller gets a `WorkerOutcome` back; a worker that crashed, timed
+out, or asked to be replaced (a poisoned CUDA context) is killed with everything it started and
+replaced transparently.
+
+Confinement of a worker (what each layer needs; `WorkerPool.isolation` reports what took effect):
+
+- resource limits (`SandboxLimits`), set before any user code runs: address space, CPU time,
+  file size, open files, no core dumps, process count (``RLIMIT_NPROC``, which binds only a
+  non-root uid: see below);
+- a private working directory (cwd, ``HOME`` and ``TMPDIR``), emptied before each call and
+  removed with the worker; a scrubbed environment (``PATH``, ``HOME``, ``TMPDIR``, ``LANG``, the
+  names in ``env_allow`` that the caller's environment has, and ``env``);
+- started as root: a fresh network namespace (no interface up: every connect fails), a fresh
+  mount namespace in which the whole file system is read-only and nosuid except the working
+  directory and ``writable_dirs``, then a dedicated unprivileged uid per worker (which drops
+  every capability, makes ``RLIMIT_NPROC`` bind and lets the pool kill every process the worker
+  started, even those that left its process group) and ``PR_SET_NO_NEW_PRIVS``;
+- started as another user: a user namespace with a network namespace when the kernel allows
+  unprivileged user namespaces (best effort; no read-only view, no uid of its own).
+
+The parent never blocks on a worker: the protocol runs on two dedicated pipes with a deadline on
+every read and write; the worker's stdout and stderr go to a file of bounded size
+(``file_size_bytes``) whose tail comes back in `WorkerOutcome.stderr_tail`; replies are unpickled
+with an allow list (plain containers, dataclasses and enums of ``leap_gym``, and ``result_types``)
+so a compromised worker cannot run code in the caller through a crafted pickle.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import enum
+import errno
+import fcntl
+import io
+import json
+import logging
+import os
+import pickle
+import queue
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+log = logging.getLogger(__name__)
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+#: Variables copied from the caller's environment into a worker's when set there.
+DEFAULT_ENV_ALLOW: tuple[str, ...] = (
+    "LEAP_GYM_CACHE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+    "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CC", "CXX", "TZ",
+)
+
+FAILURES = ("timeout", "crash", "exception", "oom", "output_flood")
+
+_HEADER = struct.Struct(">Q")
+_WORKER_FILE = Path(__file__).with_name("_sandbox_worker.py")
+_BOOT = (
+    "import importlib.util, json, sys\n"
+    "cfg = json.loads(sys.argv[1])\n"
+    "spec = importlib.util.spec_from_file_location('_leap_sandbox_worker', cfg['worker_file'])\n"
+    "mod = importlib.util.module_from_spec(spec)\n"
+    "sys.modules['_leap_sandbox_worker'] = mod\n"
+    "spec.loader.exec_module(mod)\n"
+    "mod.main(cfg)\n"
+)
+_UID_LOCK_DIR = Path(tempfile.gettempdir()) / "leap_gym_sandbox_uids"
+_UID_RANGE = 4096
+
+
+@dataclass
+class SandboxLimits:
+    """Limits of one worker and of each call.
+
+    Attributes:
+        wall_time_s: wall-clock limit of a call (`WorkerPool.run`'s ``timeout`` overrides it).
+        cpu_time_s: CPU seconds a call may use (all threads together); ``SIGXCPU`` past it.
+        cpu_lifetime_s: hard CPU limit over a worker's life; the worker is replaced before it.
+        address_space_bytes: ``RLIMIT_AS``; `None` disables it (a CUDA context reserves far more
+            virtual address space than any limit worth setting, so the cuda backend passes `None`).
+        file_size_bytes: largest file a worker may write, its captured stdout/stderr included.
+        max_processes: ``RLIMIT_NPROC`` (tasks, threads included, of the worker's uid).
+        open_files: ``RLIMIT_NOFILE``.
+        startup_timeout_s: time allowed to start a worker and import the preloaded modules.
+        max_result_bytes: largest reply a worker may send.
+    """
+
+    wall_time_s: float = 30.0
+    cpu_time_s: float | None = 120.0
+    cpu_lifetime_s: float = 3600.0
+    address_space_bytes: int | None = 16 * GiB
+    file_size_bytes: int | None = 64 * MiB
+    max_processes: int | None = 256
+    open_files: int | None = 1024
+    startup_timeout_s: float = 120.0
+    max_result_bytes: int = 256 * MiB
+
+
+@dataclass
+class WorkerOutcome:
+    """What came of one call in a worker.
+
+    Attributes:
+        ok: the function returned; its value is in `value`.
+        value: the function's return value (`None` unless `ok`).
+        failure: ``""`` when ok, else one of ``"timeout"``, ``"crash"``, ``"exception"``, ``"oom"``,
+            ``"output_flood"``.
+        message: what happened, for a human (``"worker killed by signal SIGSEGV (...)"``).
+        exit_signal: the signal that ended the worker, if one did.
+        exit_code: the worker's exit status when it exited on its own during the call.
+        stderr_tail: the last 4 KB the worker wrote to stdout/stderr during the call (sanitizer
+            reports, tracebacks of native crashes).
+        traceback: the Python traceback when the function raised.
+        exc_type: the exception's class name when the function raised.
+        wall_time_s: wall-clock time of the call as the caller saw it.
+        worker_pid: the worker that served the call.
+        replaced: the worker was (or will be) replaced after this call.
+    """
+
+    ok: bool
+    value: Any = None
+    failure: str = ""
+    message: str = ""
+    exit_signal: int | None = None
+    exit_code: int | None = None
+    stderr_tail: str = ""
+    traceback: str = ""
+    exc_type: str = ""
+    wall_time_s: float = 0.0
+    worker_pid: int | None = None
+    replaced: bool = False
+
+
+def request_replacement() -> None:
+    """Inside a worker: ask the pool to replace this worker after the current call (poisoned state).
+
+    A result object with a true ``replace_worker`` attribute asks the same. Outside a worker this
+    does nothing.
+    """
+    worker = sys.modules.get("_leap_sandbox_worker")
+    if worker is not None:
+        worker.request_replacement()
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _TooBig(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------------------- transport
+def _wait_fd(fd: int, events: int, deadline: float) -> None:
+    poller = select.poll()
+    poller.register(fd, events)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _Timeout()
+        if poller.poll(min(left, 1.0) * 1000):
+            return
+
+
+def _send(fd: int, data: bytes, deadline: float) -> None:
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        _wait_fd(fd, select.POLLOUT, deadline)
+        try:
+            n = os.write(fd, view[:1 << 16])
+        except BlockingIOError:
+            continue
+        view = view[n:]
+
+
+def _read_exact(fd: int, n: int, deadline: float) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        _wait_fd(fd, select.POLLIN, deadline)
+        try:
+            chunk = os.read(fd, min(n - len(buf), 1 << 20))
+        except BlockingIOError:
+            continue
+        if not chunk:
+            raise EOFError()
+        buf += chunk
+    return bytes(buf)
+
+
+def _recv(fd: int, deadline: float, max_bytes: int) -> bytes:
+    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
+    if size > max_bytes:
+        raise _TooBig(size)
+    return _read_exact(fd, size, deadline)
+
+
+_SAFE_BUILTINS = frozenset({"dict", "list", "tuple", "set", "frozenset", "bytearray", "bytes", "str", "int",
+                            "float", "complex", "bool", "slice", "range"})
+_SAFE_GLOBALS = frozenset({("collections", "OrderedDict"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
+                           ("numpy._core.multiarray", "scalar"), ("datetime", "datetime"), ("datetime", "timedelta")})
+
+
+class _ReplyUnpickler(pickle.Unpickler):
+    """Unpickles only plain data and the dataclasses/enums of allowed packages (no code can run)."""
+
+    def __init__(self, data: bytes, prefixes: tuple[str, ...], extra: frozenset[tuple[str, str]]):
+        super().__init__(io.BytesIO(data))
+        self._prefixes = prefixes
+        self._extra = extra
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module == "builtins" and name in _SAFE_BUILTINS) or (module, name) in _SAFE_GLOBALS | self._extra:
+            return super().find_class(module, name)
+        if "." not in name and any(module == p or module.startswith(p + ".") for p in self._prefixes):
+            obj = super().find_class(module, name)
+            if isinstance(obj, type) and obj.__module__ == module and (
+                    dataclasses.is_dataclass(obj) or issubclass(obj, enum.Enum)):
+                return obj
+        raise pickle.UnpicklingError(
+            f"the worker's reply refers to {module}.{name}, which is not an allowed result type "
+            "(pass it in WorkerPool(result_types=...))")
+
+
+# ------------------------------------------------------------------------------------------ workers
+def _signal_text(sig: int) -> str:
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = f"signal {sig}"
+    desc = signal.strsignal(sig) or ""
+    return f"{name} ({desc.lower()})" if desc else name
+
+
+def _clear_dir(path: str) -> None:
+    try:
+        entries = os.listdir(path)
+    except OSError:
+        return
+    for entry in entries:
+        full = os.path.join(path, entry)
+        try:
+            if os.path.isdir(full) and not os.path.islink(full):
+                shutil.rmtree(full, ignore_errors=True)
+            else:
+                os.unlink(full)
+        except OSError:
+            pass
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process of `uid` (as that uid: ``kill(-1)`` reaches exactly its processes)."""
+    for _ in range(3):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            try:
+                os.setgid(uid)
+                os.setuid(uid)
+                os.kill(-1, signal.SIGKILL)
+            except BaseException:  # noqa: BLE001
+                os._exit(1)
+            os._exit(0)
+        os.waitpid(pid, 0)
+
+
+class _UidLease:
+    """A uid of its own for one worker, held with a file lock (released if this process dies)."""
+
+    def __init__(self, base: int):
+        _UID_LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
+        for offset in range(1, _UID_RANGE):
+            uid = base + offset
+            fd = os.open(_UID_LOCK_DIR / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            self.uid, self._fd = uid, fd
+            return
+        raise RuntimeError(f"no free sandbox uid in {base + 1}..{base + _UID_RANGE - 1}")
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+@dataclass
+class _Worker:
+    proc: subprocess.Popen
+    to_fd: int
+    from_fd: int
+    log_fd: int
+    workdir: str
+    lease: _UidLease | None
+    info: dict[str, Any] = field(default_factory=dict)
+    cpu_used_s: float = 0.0
+    dead: bool = False
+
+    @property
+    def uid(self) -> int | None:
+        return self.lease.uid if self.lease is not None else None
+
+    def stderr_tail(self, limit: int = 4096) -> str:
+        try:
+            size = os.fstat(self.log_fd).st_size
+            data = os.pread(self.log_fd, limit, max(0, size - limit))
+        except OSError:
+            return ""
+        return data.decode("utf-8", "replace")
+
+    def log_size(self) -> int:
+        try:
+            return os.fstat(self.log_fd).st_size
+        except OSError:
+            return 0
+
+    def kill(self) -> int | None:
+        """Kill the worker's whole process group (and uid), reap it, free its resources; its return code."""
+        if not self.dead:
+            self.dead = True
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if self.uid is not None:
+                _kill_uid(self.uid)
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a process in uninterruptible sleep
+            code = None
+        for fd in (self.to_fd, self.from_fd, self.log_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.to_fd = self.from_fd = self.log_fd = -1
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.lease is not None:
+            self.lease.release()
+        return code
+
+
+# --------------------------------------------------------------------------------------------- pool
+class WorkerPool:
+    """A pool of sandboxed, long-lived worker processes.
+
+    Args:
+        size: worker processes, the bound on concurrent calls.
+        limits: `SandboxLimits` of every worker and call.
+        env: variables set in every worker (e.g. ``LD_PRELOAD`` for an AddressSanitizer build).
+        preload: modules each worker imports at start, after its confinement (e.g. ``"torch"``).
+        env_allow: names copied from the caller's environment when set there.
+        writable_dirs: directories the workers may write besides their working directory (a shared
+            compile cache). When workers run under their own uid these directories are given to the
+            sandbox group (``chgrp -R``, group read/write, setgid directories). ``LEAP_GYM_CACHE``
+            is added: the caller's when set, else a shared cache under the temp directory.
+        isolate_network: a new network namespace per worker, where the platform allows it.
+        read_only_fs: (root) a mount namespace in which all but the writable paths is read-only.
+        drop_privileges: run workers under uids of their own; `None` does so when started as root.
+        uid_base: first of the uids (``uid_base + 1 ...``) and the sandbox group id.
+        result_types: extra ``(module, name)`` globals a reply may contain (see the module doc).
+        result_packages: packages whose dataclasses and enums a reply may contain.
+        fresh_workdir: empty the working directory before each call.
+    """
+
+    def __init__(self, size: int = 1, limits: SandboxLimits | None = None, env: dict[str, str] | None = None,
+                 preload: Iterable[str] = (), *, env_allow: Iterable[str] = DEFAULT_ENV_ALLOW,
+                 writable_dirs: Iterable[str] = (), isolate_network: bool = True, read_only_fs: bool = True,
+                 drop_privileges: bool | None = None, uid_base: int = 1_200_000,
+                 result_types: Iterable[tuple[str, str]] = (), result_packages: Iterable[str] = ("leap_gym",),
+                 fresh_workdir: bool = True):
+        if size < 1:
+            raise ValueError(f"WorkerPool(size={size}): the pool needs at least one worker")
+        self.size = size
+        self.limits = limits or SandboxLimits()
+        self.preload = list(preload)
+        self.isolate_network = isolate_network
+        self.read_only_fs = read_only_fs
+        self.fresh_workdir = fresh_workdir
+        root = os.geteuid() == 0
+        self.drop_privileges = root if drop_privileges is None else bool(drop_privileges and root)
+        self._expose = _needed_paths()
+        if self.drop_privileges and not read_only_fs and any(_unreachable_ancestor(p) for p in self._expose):
+            log.warning("sandbox: the Python installation is not reachable by an unprivileged uid and no "
+                        "mount namespace is asked for; workers keep the caller's uid")
+            self.drop_privileges = False
+        self.uid_base = uid_base
+        self._result_packages = tuple(result_packages)
+        self._result_types = frozenset((m, n) for m, n in result_types)
+        self._base = tempfile.mkdtemp(prefix="leap_sandbox_")
+        os.chmod(self._base, 0o711)  # workers reach their own directory, list nothing
+        self._env = self._worker_env(dict(env or {}), tuple(env_allow))
+        self.writable_dirs = [os.path.realpath(d) for d in writable_dirs]
+        cache = self._env.get("LEAP_GYM_CACHE")
+        if cache and os.path.realpath(cache) not in self.writable_dirs:
+            self.writable_dirs.append(os.path.realpath(cache))
+        for d in self.writable_dirs:
+            os.makedirs(d, exist_ok=True)
+            if self.drop_privileges:
+                _share_with_group(d, self.uid_base)
+        self._slots: queue.Queue[int] = queue.Queue()
+        for i in range(size):
+            self._slots.put(i)
+        self._workers: list[_Worker | None] = [None] * size
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+        self.isolation: dict[str, Any] = {}
+        self._finalizer = weakref.finalize(self, WorkerPool._cleanup, self._workers, self._base)
+
+    # ------------------------------------------------------------------------------------ public API
+    def run(self, fn: str, payload: Any = None, timeout: float | None = None) -> WorkerOutcome:
+        """Run ``fn(payload)`` in a worker and wait for its outcome (never raises for what fn does).
+
+        Args:
+            fn: ``"package.module:function"``, importable in the worker (it gets the caller's sys.path).
+            payload: a picklable argument.
+            timeout: wall-clock limit in seconds; `SandboxLimits.wall_time_s` when `None`.
+
+        Raises:
+            RuntimeError: the pool is closed.
+            pickle.PicklingError, TypeError: the payload cannot be pickled.
+        """
+        if self._closed:
+            raise RuntimeError("WorkerPool.run on a closed pool; create a new WorkerPool")
+        request = pickle.dumps((fn, payload), protocol=pickle.HIGHEST_PROTOCOL)
+        slot = self._slots.get()
+        try:
+            if self._closed:
+                raise RuntimeError("WorkerPool.run on a closed pool; create a new WorkerPool")
+            return self._run_in_slot(slot, request, self.limits.wall_time_s if timeout is None else timeout)
+        finally:
+            self._slots.put(slot)
+
+    def submit(self, fn: str, payload: Any = None, timeout: float | None = None) -> Future:
+        """`run` on one of the pool's threads; a `Future` of the `WorkerOutcome`."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("WorkerPool.submit on a closed pool; create a new WorkerPool")
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="leap-sandbox")
+            return self._executor.submit(self.run, fn, payload, timeout)
+
+    def close(self) -> None:
+        """Stop every worker and remove the pool's directories; calls in flight end as crashes."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+        self._finalizer()
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the live workers."""
+        return [w.proc.pid for w in self._workers if w is not None and not w.dead]
+
+    # ------------------------------------------------------------------------------------- internals
+    @staticmethod
+    def _cleanup(workers: list[_Worker | None], base: str) -> None:
+        for i, w in enumerate(workers):
+            if w is not None:
+                w.kill()
+                workers[i] = None
+        shutil.rmtree(base, ignore_errors=True)
+
+    def _worker_env(self, env: dict[str, str], allow: tuple[str, ...]) -> dict[str, str]:
+        out = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+               "LANG": os.environ.get("LANG", "C.UTF-8"), "PYTHONDONTWRITEBYTECODE": "1"}
+        out.update({k: os.environ[k] for k in allow if k in os.environ})
+        out.update(env)
+        if "LEAP_GYM_CACHE" not in out:
+            if self.drop_privileges:  # the caller's ~/.cache is usually out of an unprivileged uid's reach
+                out["LEAP_GYM_CACHE"] = os.path.join(tempfile.gettempdir(), f"leap_gym_cache_{os.getuid()}")
+            else:
+                out["LEAP_GYM_CACHE"] = str(Path.home() / ".cache" / "leap_gym")
+        return out
+
+    def _start(self, slot: int) -> tuple[_Worker | None, WorkerOutcome | None]:
+        lease = _UidLease(self.uid_base) if self.drop_privileges else None
+        workdir = tempfile.mkdtemp(prefix=f"w{slot}_", dir=self._base)
+        if lease is not None:
+            os.chown(workdir, lease.uid, self.uid_base)
+        os.chmod(workdir, 0o700)
+        log_path = os.path.join(self._base, f"w{slot}_{os.path.basename(workdir)}.log")
+        log_w = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        log_r = os.open(log_path, os.O_RDWR | os.O_CLOEXEC)
+        os.unlink(log_path)
+        to_r, to_w = os.pipe()
+        from_r, from_w = os.pipe()
+        lim = self.limits
+        cfg = {
+            "worker_file": str(_WORKER_FILE), "fd_in": to_r, "fd_out": from_w, "sys_path": list(sys.path),
+            "preload": self.preload, "workdir": workdir, "expose": self._expose, "writable_dirs": self.writable_dirs,
+            "isolate_network": self.isolate_network, "read_only_fs": self.read_only_fs,
+            "uid": lease.uid if lease else None, "gid": self.uid_base if lease else None,
+            "limits": {"address_space_bytes": lim.address_space_bytes, "file_size_bytes": lim.file_size_bytes,
+                       "open_files": lim.open_files, "cpu_time_s": lim.cpu_time_s,
+                       "cpu_lifetime_s": lim.cpu_lifetime_s, "max_processes": lim.max_processes},
+        }
+        env = dict(self._env, HOME=workdir, TMPDIR=workdir)
+        try:
+            proc = subprocess.Popen([sys.executable, "-I", "-c", _BOOT, json.dumps(cfg)], stdin=subprocess.DEVNULL,
+                                    stdout=log_w, stderr=log_w, pass_fds=(to_r, from_w), env=env, cwd=workdir,
+                                    start_new_session=True, close_fds=True)
+        finally:
+            for fd in (to_r, from_w, log_w):
+                os.close(fd)
+        for fd in (to_w, from_r):
+            os.set_blocking(fd, False)
+        worker = _Worker(proc, to_w, from_r, log_r, workdir, lease)
+        start = time.monotonic()
+        try:
+            hello = pickle.loads(_recv(from_r, start + lim.startup_timeout_s, 1 << 20))
+        except (EOFError, _Timeout, _TooBig, pickle.UnpicklingError) as exc:
+            tail = worker.stderr_tail()
+            code = worker.kill()
+            why = "timed out" if isinstance(exc, _Timeout) else f"exited ({_exit_text(code)})"
+            return None, WorkerOutcome(False, failure="crash", message=f"the sandbox worker failed to start: {why}",
+                                       stderr_tail=tail, exit_code=code if code and code > 0 else None,
+                                       exit_signal=-code if code and code < 0 else None, replaced=True,
+                                       wall_time_s=time.monotonic() - start)
+        if not hello.get("ready"):
+            tail = worker.stderr_tail()
+            worker.kill()
+            return None, WorkerOutcome(False, failure="crash",
+                                       message=f"the sandbox worker failed to start: {hello.get('error')}",
+                                       traceback=hello.get("traceback", ""), stderr_tail=tail, replaced=True,
+                                       wall_time_s=time.monotonic() - start)
+        worker.info = {**hello.get("applied", {}), "notes": hello.get("notes", [])}
+        if worker.info["notes"] and not self.isolation:
+            log.info("sandbox worker confinement is partial: %s", "; ".join(worker.info["notes"]))
+        self.isolation = dict(worker.info)
+        return worker, None
+
+    def _run_in_slot(self, slot: int, request: bytes, timeout: float) -> WorkerOutcome:
+        worker = self._workers[slot]
+        if worker is None or worker.dead:
+            worker, failed = self._start(slot)
+            if failed is not None:
+                return failed
+            self._workers[slot] = worker
+        assert worker is not None
+        if self.fresh_workdir:
+            _clear_dir(worker.workdir)
+        try:
+            os.ftruncate(worker.log_fd, 0)
+        except OSError:
+            pass
+        start = time.monotonic()
+        deadline = start + timeout
+        outcome: WorkerOutcome
+        try:
+            _send(worker.to_fd, request, deadline)
+            reply_bytes = _recv(worker.from_fd, deadline, self.limits.max_result_bytes)
+        except _Timeout:
+            outcome = WorkerOutcome(False, failure="timeout", message=f"timed out after {timeout:g} s")
+        except _TooBig as exc:
+            outcome = WorkerOutcome(False, failure="output_flood",
+                                    message=f"the function's result is {exc.args[0]} bytes, over the "
+                                            f"{self.limits.max_result_bytes}-byte limit")
+        except (EOFError, BrokenPipeError, OSError):
+            outcome = self._died(worker)
+        else:
+            outcome = self._read_reply(worker, reply_bytes)
+        outcome.wall_time_s = time.monotonic() - start
+        outcome.worker_pid = worker.proc.pid
+        if not outcome.stderr_tail:
+            outcome.stderr_tail = worker.stderr_tail()
+        if outcome.failure in ("timeout", "crash", "oom", "output_flood") or outcome.replaced:
+            outcome.replaced = True
+            code = worker.kill()
+            if outcome.failure == "crash" and outcome.exit_signal is None and outcome.exit_code is None:
+                outcome.exit_signal, outcome.exit_code = _split_code(code)
+            self._workers[slot] = None
+        return outcome
+
+    def _died(self, worker: _Worker) -> WorkerOutcome:
+        """The worker closed its pipe: wait briefly for it to exit and say how it ended."""
+        end = time.monotonic() + 2.0
+        exited = False
+        while time.monotonic() < end:
+            try:
+                info = os.waitid(os.P_PID, worker.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                info = None
+                exited = True
+            if info is not None:
+                exited = True
+                break
+            time.sleep(0.01)
+        tail = worker.stderr_tail()
+        flooded = self.limits.file_size_bytes is not None and worker.log_size() >= self.limits.file_size_bytes
+        code = worker.kill()
+        sig, exit_code = _split_code(code)
+        if not exited:
+            return WorkerOutcome(False, failure="crash", message="the worker closed its protocol pipe and was killed",
+                                 stderr_tail=tail, replaced=True)
+        if sig == signal.SIGXFSZ and flooded:
+            return WorkerOutcome(False, failure="output_flood", exit_signal=sig, stderr_tail=tail, replaced=True,
+                                 message=f"the output passed the {self.limits.file_size_bytes}-byte limit and "
+                                         "the worker was stopped")
+        if sig == signal.SIGXCPU:
+            return WorkerOutcome(False, failure="timeout", exit_signal=sig, stderr_tail=tail, replaced=True,
+                                 message=f"CPU time limit ({self.limits.cpu_time_s:g} s) exceeded")
+        return WorkerOutcome(False, failure="crash", message=_exit_text(code), exit_signal=sig,
+                             exit_code=exit_code, stderr_tail=tail, replaced=True)
+
+    def _read_reply(self, worker: _Worker, data: bytes) -> WorkerOutcome:
+        try:
+            reply = _ReplyUnpickler(data, (), frozenset()).load()
+            if not isinstance(reply, dict):
+                raise pickle.UnpicklingError("the reply is not a dict")
+        except Exception as exc:  # noqa: BLE001 - a compromised worker may send anything
+            return WorkerOutcome(False, failure="crash", message=f"the worker sent an unreadable reply: {exc}",
+                                 replaced=True)
+        worker.cpu_used_s = float(reply.get("cpu_used_s") or 0.0)
+        replace = bool(reply.get("replace"))
+        if self.limits.cpu_time_s is not None and \
+                worker.cpu_used_s > self.limits.cpu_lifetime_s - self.limits.cpu_time_s - 1:
+            replace = True
+        if reply.get("ok"):
+            try:
+                value = _ReplyUnpickler(reply["value"], self._result_packages, self._result_types).load()
+            except Exception as exc:  # noqa: BLE001
+                return WorkerOutcome(False, failure="exception", replaced=True,
+                                     message=f"the function's result could not be read: {exc}")
+            if getattr(value, "replace_worker", False) is True:
+                replace = True
+            return WorkerOutcome(True, value=value, replaced=replace)
+        oom = bool(reply.get("memory_error"))
+        return WorkerOutcome(False, failure="oom" if oom else "exception", message=str(reply.get("message", "")),
+                             traceback=str(reply.get("traceback", "")), exc_type=str(reply.get("exc_type", "")),
+                             replaced=replace or oom)
+
+
+def _split_code(code: int | None) -> tuple[int | None, int | None]:
+    if code is None:
+        return None, None
+    return (-code, None) if code < 0 else (None, code)
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "the worker did not exit"
+    if code < 0:
+        return f"worker killed by signal {_signal_text(-code)}"
+    return f"worker exited with status {code}"
+
+
+def _needed_paths() -> list[str]:
+    """Directories a worker must read: the interpreter, its prefix and the caller's sys.path."""
+    paths = {os.path.dirname(os.path.realpath(sys.executable)), os.path.realpath(sys.base_prefix),
+             os.path.realpath(sys.prefix)}
+    paths.update(os.path.realpath(p) for p in sys.path if p and os.path.isdir(p))
+    return sorted(paths)
+
+
+def _unreachable_ancestor(path: str) -> str | None:
+    """The first ancestor of `path` that others (a fresh uid) cannot traverse, if any."""
+    cur = "/"
+    for part in Path(path).parts[1:]:
+        try:
+            if not os.stat(cur).st_mode & 0o001:
+                return cur
+        except OSError:
+            return None
+        cur = os.path.join(cur, part)
+    return None
+
+
+def _share_with_group(path: str, gid: int) -> None:
+    """Give a directory tree to the sandbox group: group read/write, setgid directories."""
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in [dirpath, *(os.path.join(dirpath, f) for f in filenames + dirnames)]:
+            try:
+                st = os.lstat(name)
+                if os.path.islink(name):
+                    continue
+                os.chown(name, -1, gid)
+                extra = 0o2070 if os.path.isdir(name) else 0o060
+                os.chmod(name, (st.st_mode & 0o7777) | extra)
+            except OSError as exc:
+                log.debug("could not share %s with the sandbox group: %s", name, exc)

@@ -236,3 +236,41 @@ def test_collect_with_a_real_cpu_timer():
 @needs_no_gpu
 def test_l2_flush_size_falls_back_without_a_driver():
     assert timing.l2_flush_bytes() == timing.DEFAULT_FLUSH_BYTES
+
+
+# -- the GPU test script's own inputs, checked here so the GPU run does not fail on a typo ---------------------------
+
+def _gpu_test_module(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent / "gpu" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_gpu_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_test_kernels_compile_for_sm90():
+    from leap_gym.backends.nvrtc import compile_cuda
+
+    for name in ("test_gpu_backend", "test_gpu_timing"):
+        source = _gpu_test_module(name).SOURCE
+        compiled = compile_cuda(source, "sm_90")
+        assert compiled.ok, compiled.log
+        assert set(compiled.resources) == set(parse_kernel_signatures(source))
+
+
+def test_gpu_broken_variants_parse_and_compile_as_intended():
+    from leap_gym.backends.nvrtc import compile_cuda
+    from leap_gym.evaluate import prepare
+    from leap_gym.parse import ParsedResponse
+    from leap_gym.result import COMPILE_ERROR
+
+    module = _gpu_test_module("test_gpu_evaluate")
+    relu = module.BY_ID["level1/relu"]
+    for name, response, status, _detail, _phrase in [*module.VARIANTS, ("hang", module.HANG, "", None, "")]:
+        parsed = prepare(relu, response)
+        assert isinstance(parsed, ParsedResponse), f"{name}: {parsed}"
+        assert compile_cuda(parsed.cuda, "sm_90").ok == (status != COMPILE_ERROR), name
+    assert len(module.SOLUTIONS) >= len(module.TASKS)

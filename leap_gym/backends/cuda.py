@@ -296,6 +296,16 @@ class KernelProfile:
     peak_bandwidth_gbps: float | None = None
 
 
+def _request_worker_replacement() -> None:
+    """Inside a sandbox worker, ask the pool to replace this process after the current call."""
+    try:
+        from leap_gym.sandbox import request_replacement
+
+        request_replacement()
+    except Exception as exc:  # no sandbox module, or not in a worker: the flag on the backend remains
+        log.debug("cannot request worker replacement: %s", exc)
+
+
 class CudaLauncher:
     """Launches one loaded module's kernels on torch's current stream (the `KernelLauncher` protocol).
 
@@ -525,6 +535,7 @@ class CudaBackend(Backend):
         if info.sticky and not self.context_poisoned:
             self.context_poisoned, self.poison_reason = True, name
             log.warning("CUDA context poisoned by %s; this worker must be replaced", name)
+            _request_worker_replacement()
         self.pending_kernels.clear()
         return KernelRuntimeError(format_error(name, where, kernels or []), detail=info.detail)
 

@@ -1,0 +1,114 @@
+"""Policies: scripted replay, a tiny local HF model (ids and log-probs agree with a forward pass),
+and an OpenAI-compatible client against a loopback server (concurrency, retries)."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import torch
+
+from leap_agents.logprobs import response_logprobs
+from leap_agents.policies import HFPolicy, OpenAIPolicy, ScriptedPolicy, render_chat, turn_of
+
+
+def test_scripted_policy_replays_per_task_and_turn():
+    p = ScriptedPolicy({"t/a": ["a1", "a2"], "t/b": {0: ["b0"], 1: ["b1-1", "b1-2"]}}, default="?")
+    hist = [{"role": "user", "content": "q"}]
+    later = hist + [{"role": "assistant", "content": "x"}, {"role": "user", "content": "fb"}]
+    out = p.generate([hist, later, later, hist, later], meta=[
+        {"task_id": "t/a"}, {"task_id": "t/a"}, {"task_id": "t/a", "turn": 3}, {"task_id": "t/c"},
+        {"task_id": "t/b", "index": 1}])
+    assert [g.text for g in out] == ["a1", "a2", "a2", "?", "b1-2"]
+    assert turn_of(later) == 2 and all(g.off_policy for g in out)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from leap_agents.tiny import build_tiny_model, build_tokenizer
+
+    tok = build_tokenizer(["```cuda\nextern \"C\" __global__ void relu_kernel(const float* x) {}\n```"] * 20,
+                          vocab_size=300)
+    return build_tiny_model(tok, seed=0), tok
+
+
+def test_default_chat_template_is_chatml(tiny):
+    _, tok = tiny
+    text = render_chat([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}])
+    assert text == "<|im_start|>system\ns<|im_end|>\n<|im_start|>user\nu<|im_end|>\n<|im_start|>assistant\n"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert ids.count(tok.convert_tokens_to_ids("<|im_start|>")) == 3  # specials are single tokens
+
+
+def test_hf_policy_generation_matches_forward_pass(tiny):
+    model, tok = tiny
+    policy = HFPolicy(model, tok, max_new_tokens=12, batch_size=2)
+    histories = [[{"role": "user", "content": "write relu"}],
+                 [{"role": "system", "content": "You are an expert."}, {"role": "user", "content": "a much longer prompt " * 3}],
+                 [{"role": "user", "content": "x"}]]
+    gens = policy.generate(histories, temperature=0.8, seed=1)
+    assert len(gens) == 3
+    for g in gens:
+        assert 1 <= len(g.token_ids) <= 12 and len(g.logprobs) == len(g.token_ids)
+        assert g.finish_reason in ("stop", "length") and all(lp <= 0 for lp in g.logprobs)
+        assert g.prompt_token_ids == policy.encode_prompt(histories[gens.index(g)])
+    # left-padded batched sampling agrees with an unpadded forward pass at the same temperature
+    lps = response_logprobs(model, [g.prompt_token_ids for g in gens], [g.token_ids for g in gens], tok.pad_token_id, 0.8)
+    for g, lp in zip(gens, lps):
+        assert torch.allclose(lp, torch.tensor(g.logprobs), atol=1e-4)
+    # seeded sampling is reproducible; greedy is deterministic
+    again = policy.generate(histories, temperature=0.8, seed=1)
+    assert [g.token_ids for g in again] == [g.token_ids for g in gens]
+    greedy = policy.generate(histories[:1], temperature=0)
+    assert greedy[0].token_ids == policy.generate(histories[:1], temperature=0)[0].token_ids
+    scored = policy.score(histories[:1], ["```cuda\nint x;\n```"])
+    assert scored[0].off_policy and scored[0].token_ids[-1] == tok.eos_token_id and len(scored[0].logprobs) == len(scored[0].token_ids)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    calls: list = []
+    fail_first = 1
+
+    def do_POST(self):  # noqa: N802 - http.server naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).calls.append(body)
+        if type(self).fail_first > 0:
+            type(self).fail_first -= 1
+            self.send_response(503)
+            self.end_headers()
+            self.wfile.write(b"busy")
+            return
+        last = body["messages"][-1]["content"]
+        reply = {"choices": [{"message": {"role": "assistant", "content": f"echo:{last}"}, "finish_reason": "stop",
+                              "logprobs": {"content": [{"token": "e", "logprob": -0.5}, {"token": "o", "logprob": -0.25}]}}]}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_openai_policy_against_loopback_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        policy = OpenAIPolicy(url, "m", api_key="k", concurrency=4, backoff_s=0.01, logprobs=True, max_new_tokens=64)
+        histories = [[{"role": "user", "content": f"q{i}"}] for i in range(6)]
+        gens = policy.generate(histories, temperature=0.3, seed=7)
+        assert [g.text for g in gens] == [f"echo:q{i}" for i in range(6)]  # order kept under concurrency
+        assert gens[0].logprobs == [-0.5, -0.25]
+        assert len(_Handler.calls) == 7  # one 503 retried
+        assert _Handler.calls[-1]["max_tokens"] == 64 and _Handler.calls[-1]["temperature"] == 0.3
+        _Handler.fail_first = 100
+        with pytest.raises(RuntimeError, match="HTTP 503"):
+            OpenAIPolicy(url, "m", max_retries=2, backoff_s=0.01).generate(histories[:1])
+        with pytest.raises(RuntimeError, match="base_url"):
+            OpenAIPolicy("http://127.0.0.1:9/v1", "m", max_retries=1, backoff_s=0.01, timeout_s=2).generate(histories[:1])
+    finally:
+        server.shutdown()

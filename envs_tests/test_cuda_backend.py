@@ -274,3 +274,23 @@ def test_gpu_broken_variants_parse_and_compile_as_intended():
         assert isinstance(parsed, ParsedResponse), f"{name}: {parsed}"
         assert compile_cuda(parsed.cuda, "sm_90").ok == (status != COMPILE_ERROR), name
     assert len(module.SOLUTIONS) >= len(module.TASKS)
+
+
+def test_gpu_runner_report_from_synthetic_records():
+    runner = _gpu_test_module("run_gpu_checks")
+    records = [
+        {"kind": "reference", "task": "level1/relu", "solution": 0, "status": "CORRECT", "kernel_ms": 0.1,
+         "kernel_spread_ms": 0.001, "reference_ms": 0.2, "reference_spread_ms": 0.002, "speedup": 2.0},
+        {"kind": "reference", "task": "level1/add", "solution": 0, "status": "CORRECT", "kernel_ms": 0.2,
+         "kernel_spread_ms": 0.001, "reference_ms": 0.1, "reference_spread_ms": 0.002, "speedup": 0.5},
+        {"kind": "reference", "task": "level1/gelu", "solution": 1, "status": "WRONG_OUTPUT", "speedup": None,
+         "message": "output 0: 3 of 10 values differ"},
+        {"kind": "repeatability", "relative_half_range": 0.004, "medians_ms": [1.0, 1.004, 0.996]},
+    ]
+    summary = runner.summarize(records)
+    assert summary["reference_solutions"] == 3 and summary["reference_correct"] == 2
+    assert not summary["all_reference_correct"] and summary["not_correct"][0].startswith("level1/gelu#1")
+    assert summary["geomean_speedup"] == pytest.approx(1.0) and summary["timing_spread_below_2_percent"]
+    table = runner.speedup_table([r for r in records if r["kind"] == "reference"]).splitlines()
+    assert "speedup" in table[0] and [line.split()[0] for line in table[2:]] == ["level1/add", "level1/gelu", "level1/relu"]
+    assert table[2].endswith("0.50") and table[4].endswith("2.00") and "WRONG_OUTPUT" in table[3]

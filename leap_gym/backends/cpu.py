@@ -40,6 +40,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from functools import lru_cache
@@ -256,6 +257,12 @@ def asan_loaded() -> bool:
         return False
 
 
+def parse_kernel_names(cuda_source: str) -> list[str]:
+    from leap_gym.kernels import parse_kernel_signatures
+
+    return sorted(parse_kernel_signatures(cuda_source))
+
+
 def build_module(cuda_source: str, kernel_names: list[str], arch: str, checked: bool = False) -> Path:
     """Compile (or fetch from the cache) the shared object of one cuda block; returns its path."""
     cxx = find_compiler()
@@ -327,11 +334,54 @@ class CpuLauncher:
         self._take.restype = ctypes.c_size_t
         self._output: list[str] = []
         self._launch_count = 0
+        self.guards = not checked
+        self.locate = True
 
     def launch(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,
-               args: list[Any]) -> None:
+               args: list[Any], tensors: list[Any] | None = None) -> None:
+        """Run kernel `name`; `args` as `marshal_args` packs them.
+
+        `tensors` (the launch's original arguments, tensors where pointers go) enables the guard
+        buffers; when not given they are taken from the calling `Kernels` handle where possible.
+        """
         if name not in self._entries:
             raise KernelRuntimeError(f"no kernel named '{name}' in this module", "launch")
+        if self.guards:
+            if tensors is None:
+                tensors = _caller_tensors(args)
+            if tensors is not None and any(t is not None for t in tensors):
+                guarded = GuardedArgs(tensors, args)
+                try:
+                    self._launch(name, grid, block, shared_mem, guarded.args)
+                    fault = guarded.check()
+                    if fault is not None:
+                        self._report_guard_fault(name, grid, block, shared_mem, args, tensors, fault)
+                finally:
+                    guarded.copy_back()
+                return
+        self._launch(name, grid, block, shared_mem, args)
+
+    def _report_guard_fault(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int],
+                            shared_mem: int, args: list[Any], tensors: list[Any], fault: dict[str, Any]) -> None:
+        params = self.signatures[name].params
+        arg = f"argument '{params[fault['arg']].name}'" if fault["arg"] < len(params) else f"argument {fault['arg']}"
+        message = (f"out-of-bounds write in kernel '{name}': {arg} ({fault['numel']} elements of {fault['dtype']}) "
+                   f"written at element {fault['index']} ({fault['bytes']} bytes {fault['side']}); check the index "
+                   "against the bound (e.g. `if (i < n)`, not `i <= n`) and the grid size")
+        if self.locate:
+            try:
+                located = locate_memory_error(self.cuda_source, self.arch, name, grid, block, shared_mem,
+                                              replay_args(args, tensors))
+            except Exception as exc:  # locating is best effort; the guard's finding stands
+                log.debug("replay under ASan failed: %s", exc)
+                located = ""
+            if located:
+                first, *rest = located.splitlines()
+                message = "\n".join([f"{first} ({arg})", *rest])
+        raise KernelRuntimeError(message.rstrip(), "out_of_bounds")
+
+    def _launch(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,
+                args: list[Any]) -> None:
         cfg = LeapLaunch()
         cfg.grid[:] = list(grid)
         cfg.block[:] = list(block)
@@ -360,6 +410,110 @@ class CpuLauncher:
         text = "".join(self._output)
         self._output.clear()
         return text
+
+
+GUARD_BYTES = 4096
+GUARD_FILL = 0xFF  # NaN for floating types, -1 for integers: an out-of-bounds read shows in the output
+
+
+def _caller_tensors(args: list[Any]) -> list[Any] | None:
+    """The original arguments of the `Kernels` launch that called us, when they match `args`."""
+    try:
+        frame = sys._getframe(2)
+    except ValueError:
+        return None
+    original = frame.f_locals.get("args") if frame.f_code.co_name == "_launch" else None
+    if not isinstance(original, tuple) or len(original) != len(args):
+        return None
+    import torch
+
+    out = []
+    for orig, packed in zip(original, args):
+        if isinstance(orig, torch.Tensor):
+            if not isinstance(packed, ctypes.c_void_p) or (packed.value or 0) != orig.data_ptr():
+                return None
+            out.append(orig)
+        else:
+            out.append(None)
+    return out
+
+
+class GuardedArgs:
+    """Copies of the tensor arguments inside buffers with canary bytes before and after each.
+
+    Arguments whose bytes overlap share one copy, so aliasing (in-place kernels, views of one
+    tensor) behaves as with the originals.
+    """
+
+    def __init__(self, tensors: list[Any], args: list[Any]):
+        import torch
+
+        spans = []  # (start, end, arg index)
+        for i, t in enumerate(tensors):
+            if t is not None and t.numel() > 0:
+                start = t.data_ptr()
+                spans.append((start, start + t.numel() * t.element_size(), i))
+        spans.sort()
+        self.clusters: list[tuple[int, int, list[int], Any]] = []
+        for start, end, i in spans:
+            if self.clusters and start < self.clusters[-1][1]:
+                lo, hi, members, _ = self.clusters[-1]
+                self.clusters[-1] = (lo, max(hi, end), members + [i], None)
+            else:
+                self.clusters.append((start, end, [i], None))
+        self.tensors = tensors
+        self.args = list(args)
+        done = []
+        for lo, hi, members, _ in self.clusters:
+            buf = torch.full((hi - lo + 2 * GUARD_BYTES,), GUARD_FILL, dtype=torch.uint8)
+            base = buf.data_ptr() + GUARD_BYTES
+            ctypes.memmove(base, lo, hi - lo)
+            for i in members:
+                self.args[i] = ctypes.c_void_p(base + (tensors[i].data_ptr() - lo))
+            done.append((lo, hi, members, buf))
+        self.clusters = done
+
+    def check(self) -> dict[str, Any] | None:
+        """Describe the first canary byte a kernel overwrote, or None."""
+        for lo, hi, members, buf in self.clusters:
+            size = hi - lo
+            head = (buf[:GUARD_BYTES] != GUARD_FILL).nonzero()
+            tail = (buf[GUARD_BYTES + size:] != GUARD_FILL).nonzero()
+            if len(tail):
+                offset = size + int(tail[0])  # byte offset from lo
+            elif len(head):
+                offset = int(head[0]) - GUARD_BYTES
+            else:
+                continue
+            # the member nearest the bad byte names the argument
+            best = min(members, key=lambda i: abs(self.tensors[i].data_ptr() - lo - offset))
+            t = self.tensors[best]
+            rel = lo + offset - t.data_ptr()
+            index = rel // t.element_size()
+            side = "past the end" if rel >= 0 else "before the start"
+            dist = rel - t.numel() * t.element_size() if rel >= 0 else -rel
+            return {"arg": best, "index": index, "numel": t.numel(), "dtype": str(t.dtype).replace("torch.", ""),
+                    "bytes": dist, "side": side}
+        return None
+
+    def copy_back(self) -> None:
+        for lo, hi, _, buf in self.clusters:
+            ctypes.memmove(lo, buf.data_ptr() + GUARD_BYTES, hi - lo)
+
+
+def replay_args(args: list[Any], tensors: list[Any]) -> list[Any]:
+    """The launch's arguments as `ReplayArg`s (buffer contents as they were before the launch)."""
+    from leap_gym.backends.cpu_checked import ReplayArg
+
+    out = []
+    for packed, t in zip(args, tensors):
+        if t is not None:
+            out.append(ReplayArg(True, ctypes.string_at(t.data_ptr(), t.numel() * t.element_size())))
+        elif isinstance(packed, ctypes.c_void_p):
+            out.append(ReplayArg(True, b""))
+        else:
+            out.append(ReplayArg(False, ctypes.string_at(ctypes.addressof(packed), ctypes.sizeof(packed))))
+    return out
 
 
 class CpuBackend(Backend):

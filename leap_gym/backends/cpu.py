@@ -414,6 +414,7 @@ class CpuLauncher:
 
 GUARD_BYTES = 4096
 GUARD_FILL = 0xFF  # NaN for floating types, -1 for integers: an out-of-bounds read shows in the output
+_CANARY = bytes([GUARD_FILL]) * GUARD_BYTES
 
 
 def _caller_tensors(args: list[Any]) -> list[Any] | None:
@@ -446,8 +447,6 @@ class GuardedArgs:
     """
 
     def __init__(self, tensors: list[Any], args: list[Any]):
-        import torch
-
         spans = []  # (start, end, arg index)
         for i, t in enumerate(tensors):
             if t is not None and t.numel() > 0:
@@ -465,24 +464,27 @@ class GuardedArgs:
         self.args = list(args)
         done = []
         for lo, hi, members, _ in self.clusters:
-            buf = torch.full((hi - lo + 2 * GUARD_BYTES,), GUARD_FILL, dtype=torch.uint8)
-            base = buf.data_ptr() + GUARD_BYTES
+            # plain ctypes memory: torch operators here would count as the response's own computation
+            buf = ctypes.create_string_buffer(hi - lo + 2 * GUARD_BYTES + 64)
+            start = (ctypes.addressof(buf) + 63) & ~63
+            ctypes.memset(start, GUARD_FILL, hi - lo + 2 * GUARD_BYTES)
+            base = start + GUARD_BYTES
             ctypes.memmove(base, lo, hi - lo)
             for i in members:
                 self.args[i] = ctypes.c_void_p(base + (tensors[i].data_ptr() - lo))
-            done.append((lo, hi, members, buf))
+            done.append((lo, hi, members, (buf, start)))
         self.clusters = done
 
     def check(self) -> dict[str, Any] | None:
         """Describe the first canary byte a kernel overwrote, or None."""
-        for lo, hi, members, buf in self.clusters:
+        for lo, hi, members, (_, start) in self.clusters:
             size = hi - lo
-            head = (buf[:GUARD_BYTES] != GUARD_FILL).nonzero()
-            tail = (buf[GUARD_BYTES + size:] != GUARD_FILL).nonzero()
-            if len(tail):
-                offset = size + int(tail[0])  # byte offset from lo
-            elif len(head):
-                offset = int(head[0]) - GUARD_BYTES
+            head = ctypes.string_at(start, GUARD_BYTES)
+            tail = ctypes.string_at(start + GUARD_BYTES + size, GUARD_BYTES)
+            if tail != _CANARY:
+                offset = size + next(k for k, b in enumerate(tail) if b != GUARD_FILL)  # byte offset from lo
+            elif head != _CANARY:
+                offset = next(k for k, b in enumerate(head) if b != GUARD_FILL) - GUARD_BYTES
             else:
                 continue
             # the member nearest the bad byte names the argument
@@ -497,8 +499,8 @@ class GuardedArgs:
         return None
 
     def copy_back(self) -> None:
-        for lo, hi, _, buf in self.clusters:
-            ctypes.memmove(lo, buf.data_ptr() + GUARD_BYTES, hi - lo)
+        for lo, hi, _, (_, start) in self.clusters:
+            ctypes.memmove(lo, start + GUARD_BYTES, hi - lo)
 
 
 def replay_args(args: list[Any], tensors: list[Any]) -> list[Any]:

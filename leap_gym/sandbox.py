@@ -517,7 +517,7 @@ class WorkerPool:
         from_r, from_w = os.pipe()
         lim = self.limits
         cfg = {
-            "worker_file": str(_WORKER_FILE), "fd_in": to_r, "fd_out": from_w, "sys_path": list(sys.path),
+            "worker_file": str(_WORKER_FILE), "fd_in": to_r, "fd_out": from_w, "sys_path": [p or os.getcwd() for p in sys.path],
             "preload": self.preload, "workdir": workdir, "expose": self._expose, "writable_dirs": self.writable_dirs,
             "isolate_network": self.isolate_network, "read_only_fs": self.read_only_fs,
             "uid": lease.uid if lease else None, "gid": self.uid_base if lease else None,
@@ -592,8 +592,18 @@ class WorkerPool:
             outcome = self._read_reply(worker, reply_bytes)
         outcome.wall_time_s = time.monotonic() - start
         outcome.worker_pid = worker.proc.pid
+        limit = self.limits.file_size_bytes
+        if limit is not None and outcome.failure in ("", "exception") and worker.log_size() >= limit:
+            note = f"the output passed the {limit}-byte limit and was cut there"
+            if outcome.ok:  # the function still returned: keep its value, say the output was cut
+                outcome.message = note
+            else:
+                outcome.failure, outcome.message = "output_flood", f"{note} ({outcome.message})"
         if not outcome.stderr_tail:
             outcome.stderr_tail = worker.stderr_tail()
+        if not outcome.replaced and _has_strays(worker):
+            outcome.replaced = True  # processes the call left behind (a fork, a daemon) go with the worker
+            log.debug("sandbox worker %d left processes behind; replacing it", worker.proc.pid)
         if outcome.failure in ("timeout", "crash", "oom", "output_flood") or outcome.replaced:
             outcome.replaced = True
             code = worker.kill()
@@ -659,6 +669,31 @@ class WorkerPool:
         return WorkerOutcome(False, failure="oom" if oom else "exception", message=str(reply.get("message", "")),
                              traceback=str(reply.get("traceback", "")), exc_type=str(reply.get("exc_type", "")),
                              replaced=replace or oom)
+
+
+def _has_strays(worker: _Worker) -> bool:
+    """Whether processes other than the worker run under its uid (or, without one, in its process group)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return False
+    me = worker.proc.pid
+    for name in entries:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            if worker.uid is not None:
+                if os.stat(f"/proc/{name}").st_uid == worker.uid:
+                    return True
+            else:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    stat = f.read()
+                fields = stat[stat.rfind(b")") + 2:].split()
+                if int(fields[2]) == me:  # pgrp (the worker leads its own session and group)
+                    return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False
 
 
 def _split_code(code: int | None) -> tuple[int | None, int | None]:

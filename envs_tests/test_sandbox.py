@@ -1,0 +1,410 @@
+"""The worker sandbox: every kind of misbehaviour comes back as a `WorkerOutcome`, the pool survives.
+
+The functions the workers run are defined at the top of this module, which imports only the
+standard library at import time (workers import it by name, and stay fast to start without torch).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+HERE = __name__  # the workers import this module by the same name (pytest puts envs_tests on sys.path)
+
+
+# ----------------------------------------------------------------------- functions run in workers
+@dataclasses.dataclass
+class Reply:
+    value: int
+    replace_worker: bool = False
+
+
+def echo(payload):
+    return payload
+
+
+def make_reply(payload):
+    return Reply(payload["value"], replace_worker=payload.get("replace", False))
+
+
+def describe(_):
+    return {"pid": os.getpid(), "uid": os.getuid(), "cwd": os.getcwd(), "env": dict(os.environ),
+            "listing": sorted(os.listdir("."))}
+
+
+def raise_value_error(_):
+    raise ValueError("boom from the worker")
+
+
+def segfault(_):
+    os.write(2, b"about to dereference NULL\n")
+    ctypes.string_at(0)
+
+
+def abort(_):
+    os.abort()
+
+
+def exit_hard(code):
+    os._exit(code)
+
+
+def exit_soft(_):
+    sys.exit(4)
+
+
+def spin(_):
+    while True:
+        pass
+
+
+def sleep(seconds):
+    time.sleep(seconds)
+    return seconds
+
+
+def allocate(nbytes):
+    return len(bytearray(nbytes))
+
+
+def fork_bomb(n):
+    made, errors = 0, []
+    for _ in range(n):
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            errors.append(exc.errno)
+            continue
+        if pid == 0:
+            os.setsid()  # try to leave the worker's process group too
+            time.sleep(1000)
+            os._exit(0)
+        made += 1
+    return {"made": made, "errors": len(errors)}
+
+
+def flood(nbytes):
+    chunk = "x" * (1 << 20) + "\n"
+    for _ in range(nbytes >> 20):
+        sys.stdout.write(chunk)
+    sys.stdout.flush()
+    return "survived"
+
+
+def noisy(_):
+    os.write(1, os.urandom(4096))
+    print("garbage on stdout \x00\xff" * 100)
+    return 42
+
+
+def corrupt_protocol(_):
+    # the reply pipe is one of the few open fds: write garbage to every fd but 0-2
+    for fd in range(3, 64):
+        try:
+            os.write(fd, b"\xff" * 16 + b"not a pickle")
+        except OSError:
+            pass
+    return "written"
+
+
+def write_file(path):
+    try:
+        with open(path, "w") as f:
+            f.write("escaped")
+    except OSError as exc:
+        return f"{type(exc).__name__}: errno {exc.errno}"
+    return "written"
+
+
+def connect(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return "connected"
+    except OSError as exc:
+        return f"{type(exc).__name__}: errno {exc.errno}"
+
+
+def torch_op(n):
+    import torch
+
+    x = torch.arange(n, dtype=torch.float32)
+    return float((x * 2).sum())
+
+
+class Evil:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.path}",))
+
+
+def evil_result(path):
+    return Evil(path)
+
+
+def cpu_burn(_):
+    end = time.time() + 30
+    while time.time() < end:
+        pass
+    return "done"
+
+
+# -------------------------------------------------------------------------------------------- tests
+@pytest.fixture(scope="module")
+def sandbox():
+    from leap_gym import sandbox
+
+    return sandbox
+
+
+@pytest.fixture(scope="module")
+def pool(sandbox):
+    limits = sandbox.SandboxLimits(wall_time_s=10, address_space_bytes=4 << 30, file_size_bytes=8 << 20,
+                                   max_processes=64)
+    with sandbox.WorkerPool(size=1, limits=limits, result_packages=("leap_gym", HERE)) as p:
+        yield p
+
+
+def fn(name: str) -> str:
+    return f"{HERE}:{name}"
+
+
+def test_returns_value_and_keeps_worker_warm(pool):
+    first = pool.run(fn("echo"), {"a": [1, 2.5, "x"]})
+    assert first.ok and first.failure == "" and first.value == {"a": [1, 2.5, "x"]}
+    second = pool.run(fn("make_reply"), {"value": 7})
+    assert second.ok and second.value == Reply(7)
+    assert first.worker_pid == second.worker_pid and not second.replaced
+
+
+def test_worker_is_confined(pool, sandbox):
+    os.environ["LEAP_SANDBOX_TEST_SECRET"] = "hunter2"
+    try:
+        out = pool.run(fn("describe"), None).value
+    finally:
+        del os.environ["LEAP_SANDBOX_TEST_SECRET"]
+    assert "LEAP_SANDBOX_TEST_SECRET" not in out["env"]
+    assert out["env"]["HOME"] == out["cwd"] == out["env"]["TMPDIR"]
+    assert set(out["env"]) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", *sandbox.DEFAULT_ENV_ALLOW}
+    assert out["cwd"] != os.getcwd() and out["listing"] == []
+    if os.geteuid() == 0:
+        assert out["uid"] != 0 and pool.isolation["uid"] == out["uid"]
+        assert pool.isolation["netns"] and pool.isolation["mountns"]
+
+
+def test_workdir_is_emptied_between_calls(pool):
+    assert pool.run(fn("write_file"), "left_behind.txt").value == "written"
+    assert pool.run(fn("describe"), None).value["listing"] == []
+
+
+def test_exception_comes_back_with_traceback(pool):
+    out = pool.run(fn("raise_value_error"), None)
+    assert not out.ok and out.failure == "exception" and out.exc_type == "ValueError"
+    assert "boom from the worker" in out.message and "raise_value_error" in out.traceback
+    assert not out.replaced and pool.run(fn("echo"), 1).worker_pid == out.worker_pid
+
+
+def test_sys_exit_is_an_exception_and_os_exit_a_crash(pool):
+    out = pool.run(fn("exit_soft"), None)
+    assert out.failure == "exception" and out.exc_type == "SystemExit"
+    out = pool.run(fn("exit_hard"), 3)
+    assert out.failure == "crash" and out.exit_code == 3 and "status 3" in out.message
+    assert pool.run(fn("echo"), 1).ok
+
+
+def test_segfault_is_a_crash_and_the_worker_is_replaced(pool):
+    before = pool.run(fn("echo"), 0).worker_pid
+    out = pool.run(fn("segfault"), None)
+    assert not out.ok and out.failure == "crash" and out.exit_signal == signal.SIGSEGV
+    assert "SIGSEGV" in out.message and out.replaced
+    assert "about to dereference NULL" in out.stderr_tail
+    after = pool.run(fn("echo"), 5)
+    assert after.ok and after.value == 5 and after.worker_pid != before
+
+
+def test_abort(pool):
+    out = pool.run(fn("abort"), None)
+    assert out.failure == "crash" and out.exit_signal == signal.SIGABRT and "SIGABRT" in out.message
+    assert pool.run(fn("echo"), 1).ok
+
+
+def test_infinite_loop_times_out_and_pool_recovers(pool):
+    start = time.monotonic()
+    out = pool.run(fn("spin"), None, timeout=1.5)
+    assert out.failure == "timeout" and "1.5 s" in out.message and out.replaced
+    assert time.monotonic() - start < 8
+    assert pool.run(fn("echo"), "next").value == "next"
+
+
+def test_sleep_past_timeout(pool):
+    out = pool.run(fn("sleep"), 30, timeout=1)
+    assert out.failure == "timeout" and out.wall_time_s < 5
+    assert pool.run(fn("sleep"), 0.1).value == 0.1
+
+
+def test_allocation_beyond_address_space_is_clean(pool):
+    out = pool.run(fn("allocate"), 8 << 30)
+    assert not out.ok and out.failure == "oom" and "MemoryError" in out.message
+    assert pool.run(fn("allocate"), 1 << 20).value == 1 << 20
+
+
+def test_fork_bomb_is_bounded_and_children_die(pool):
+    out = pool.run(fn("fork_bomb"), 1000, timeout=20)
+    assert out.ok or out.failure in ("crash", "timeout")
+    if os.geteuid() == 0:  # RLIMIT_NPROC binds the worker's own uid
+        assert out.value["made"] < 64 and out.value["errors"] > 0
+    assert out.replaced  # the forked children were left behind: they go with the worker
+    uid = pool.isolation.get("uid")
+    if os.geteuid() == 0 and uid:
+        deadline = time.monotonic() + 5
+        while _live_processes_of(uid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _live_processes_of(uid) == []
+    assert pool.run(fn("echo"), 1).ok
+
+
+def _live_processes_of(uid: int) -> list[int]:
+    """Processes of `uid` that are not zombies (killed ones wait for init to reap them)."""
+    alive = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
+            alive.append(int(pid))
+    return alive
+
+
+def _uid_of(pid: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def test_output_flood_is_bounded(pool):
+    out = pool.run(fn("flood"), 100 << 20)
+    assert not out.ok and out.failure == "output_flood" and len(out.stderr_tail) <= 4096
+    assert pool.run(fn("echo"), 1).ok
+
+
+def test_noise_on_stdout_does_not_break_the_protocol(pool):
+    out = pool.run(fn("noisy"), None)
+    assert out.ok and out.value == 42 and "garbage on stdout" in out.stderr_tail
+
+
+def test_garbage_on_the_protocol_pipe_is_survived(pool):
+    out = pool.run(fn("corrupt_protocol"), None)
+    assert out.failure in ("crash", "output_flood", "") or out.ok
+    assert pool.run(fn("echo"), "fine").value == "fine"
+
+
+def test_no_file_written_outside_the_sandbox(pool):
+    target = Path("/tmp") / f"leap_escape_{uuid.uuid4().hex}"
+    repo_file = Path(__file__).with_name(f"leap_escape_{uuid.uuid4().hex}")
+    try:
+        for path in (target, repo_file):
+            result = pool.run(fn("write_file"), str(path)).value
+            if os.geteuid() == 0:
+                assert result.startswith(("PermissionError", "OSError")), result
+                assert not path.exists()
+    finally:
+        target.unlink(missing_ok=True)
+        repo_file.unlink(missing_ok=True)
+
+
+def test_network_connect_fails(pool):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        result = pool.run(fn("connect"), port).value
+    finally:
+        server.close()
+    if pool.isolation.get("netns"):
+        assert result.startswith("OSError") or "Error" in result, result
+        assert result != "connected"
+
+
+def test_reply_cannot_run_code_in_the_caller(pool):
+    marker = Path("/tmp") / f"leap_pwned_{uuid.uuid4().hex}"
+    out = pool.run(fn("evil_result"), str(marker))
+    assert not out.ok and out.failure == "exception" and "not an allowed result type" in out.message
+    assert not marker.exists()
+    assert pool.run(fn("echo"), 1).ok
+
+
+def test_result_flag_replaces_the_worker(pool):
+    first = pool.run(fn("make_reply"), {"value": 1, "replace": True})
+    assert first.ok and first.replaced
+    assert pool.run(fn("echo"), 1).worker_pid != first.worker_pid
+
+
+def test_cpu_time_limit(sandbox):
+    limits = sandbox.SandboxLimits(wall_time_s=20, cpu_time_s=1)
+    with sandbox.WorkerPool(limits=limits) as p:
+        out = p.run(fn("cpu_burn"), None)
+        assert out.failure == "timeout" and "CPU time" in out.message and out.wall_time_s < 10
+        assert p.run(fn("echo"), 2).value == 2
+
+
+def test_concurrent_submits_across_two_workers(sandbox):
+    with sandbox.WorkerPool(size=2) as p:
+        warm = [p.submit(fn("sleep"), 0.5) for _ in range(2)]  # start both workers
+        assert len({f.result(timeout=60).worker_pid for f in warm}) == 2
+        futures = []
+        lock = threading.Lock()
+
+        def submit():
+            f = p.submit(fn("sleep"), 1.0)
+            with lock:
+                futures.append(f)
+
+        threads = [threading.Thread(target=submit) for _ in range(4)]
+        start = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        outcomes = [f.result(timeout=30) for f in futures]
+        elapsed = time.monotonic() - start
+        assert all(o.ok and o.value == 1.0 for o in outcomes)
+        assert len({o.worker_pid for o in outcomes}) == 2
+        assert elapsed < 3.5  # two at a time (2 s), not four in a row (4 s)
+        pids = p.pids
+    assert all(not os.path.exists(f"/proc/{pid}") or _uid_of(str(pid)) is None for pid in pids)
+    with pytest.raises(RuntimeError, match="closed"):
+        p.run(fn("echo"), 1)
+
+
+def test_torch_works_in_a_preloaded_worker(sandbox, tmp_path):
+    cache = tmp_path / "cache"
+    with sandbox.WorkerPool(preload=["torch"], env={"LEAP_GYM_CACHE": str(cache)}) as p:
+        out = p.run(fn("torch_op"), 10, timeout=60)
+        assert out.ok, out.message + out.traceback + out.stderr_tail
+        assert out.value == 90.0
+        written = p.run(fn("write_file"), str(cache / "entry.bin"))
+        assert written.value == "written" and (cache / "entry.bin").read_text() == "escaped"
+
+
+def test_failed_start_is_an_outcome(sandbox):
+    with sandbox.WorkerPool(preload=["leap_gym_no_such_module"]) as p:
+        out = p.run(fn("echo"), 1)
+        assert not out.ok and out.failure == "crash" and "failed to start" in out.message
+        assert "leap_gym_no_such_module" in out.message

@@ -101,6 +101,7 @@ class SandboxLimits:
         open_files: ``RLIMIT_NOFILE``.
         startup_timeout_s: time allowed to start a worker and import the preloaded modules.
         max_result_bytes: largest reply a worker may send.
+        stderr_tail_bytes: how much of the call's output `WorkerOutcome.stderr_tail` keeps.
     """
 
     wall_time_s: float = 30.0
@@ -112,6 +113,7 @@ class SandboxLimits:
     open_files: int | None = 1024
     startup_timeout_s: float = 120.0
     max_result_bytes: int = 256 * MiB
+    stderr_tail_bytes: int = 16384
 
 
 @dataclass
@@ -126,8 +128,10 @@ class WorkerOutcome:
         message: what happened, for a human (``"worker killed by signal SIGSEGV (...)"``).
         exit_signal: the signal that ended the worker, if one did.
         exit_code: the worker's exit status when it exited on its own during the call.
-        stderr_tail: the last 4 KB the worker wrote to stdout/stderr during the call (sanitizer
-            reports, tracebacks of native crashes).
+        stderr_tail: what the worker wrote to stdout/stderr during the call (sanitizer reports,
+            tracebacks of native crashes): all of it up to `SandboxLimits.stderr_tail_bytes`, else
+            the first quarter and the last three quarters of that budget around a
+            ``[... N bytes cut ...]`` line (a sanitizer names the fault at the start of its report).
         traceback: the Python traceback when the function raised.
         exc_type: the exception's class name when the function raised.
         wall_time_s: wall-clock time of the call as the caller saw it.
@@ -319,13 +323,16 @@ class _Worker:
     def uid(self) -> int | None:
         return self.lease.uid if self.lease is not None else None
 
-    def stderr_tail(self, limit: int = 4096) -> str:
+    def stderr_tail(self, limit: int = 16384) -> str:
         try:
             size = os.fstat(self.log_fd).st_size
-            data = os.pread(self.log_fd, limit, max(0, size - limit))
+            if size <= limit:
+                return os.pread(self.log_fd, size, 0).decode("utf-8", "replace")
+            head = os.pread(self.log_fd, limit // 4, 0).decode("utf-8", "replace")
+            tail = os.pread(self.log_fd, limit - limit // 4, size - (limit - limit // 4)).decode("utf-8", "replace")
         except OSError:
             return ""
-        return data.decode("utf-8", "replace")
+        return f"{head}\n[... {size - limit} bytes cut ...]\n{tail}"
 
     def log_size(self) -> int:
         try:
@@ -333,16 +340,20 @@ class _Worker:
         except OSError:
             return 0
 
+    def signal_kill(self) -> None:
+        """SIGKILL the worker's process group and every process of its uid (no reaping, no cleanup)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self.uid is not None:
+            _kill_uid(self.uid)
+
     def kill(self) -> int | None:
         """Kill the worker's whole process group (and uid), reap it, free its resources; its return code."""
         if not self.dead:
             self.dead = True
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            if self.uid is not None:
-                _kill_uid(self.uid)
+            self.signal_kill()
         try:
             code = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:  # pragma: no cover - a process in uninterruptible sleep
@@ -469,6 +480,16 @@ class WorkerPool:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
+        for worker in list(self._workers):
+            if worker is not None and not worker.dead and worker.proc.returncode is None:
+                worker.signal_kill()  # calls in flight see their worker die and return
+        deadline = time.monotonic() + 30
+        for _ in range(self.size):  # wait for them, so no fd is closed under a reader
+            try:
+                self._slots.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                log.warning("WorkerPool.close: a call did not return within 30 s")
+                break
         self._finalizer()
 
     def __enter__(self) -> WorkerPool:
@@ -540,7 +561,7 @@ class WorkerPool:
         try:
             hello = pickle.loads(_recv(from_r, start + lim.startup_timeout_s, 1 << 20))
         except (EOFError, _Timeout, _TooBig, pickle.UnpicklingError) as exc:
-            tail = worker.stderr_tail()
+            tail = worker.stderr_tail(self.limits.stderr_tail_bytes)
             code = worker.kill()
             why = "timed out" if isinstance(exc, _Timeout) else f"exited ({_exit_text(code)})"
             return None, WorkerOutcome(False, failure="crash", message=f"the sandbox worker failed to start: {why}",
@@ -548,7 +569,7 @@ class WorkerPool:
                                        exit_signal=-code if code and code < 0 else None, replaced=True,
                                        wall_time_s=time.monotonic() - start)
         if not hello.get("ready"):
-            tail = worker.stderr_tail()
+            tail = worker.stderr_tail(self.limits.stderr_tail_bytes)
             worker.kill()
             return None, WorkerOutcome(False, failure="crash",
                                        message=f"the sandbox worker failed to start: {hello.get('error')}",
@@ -562,6 +583,11 @@ class WorkerPool:
 
     def _run_in_slot(self, slot: int, request: bytes, timeout: float) -> WorkerOutcome:
         worker = self._workers[slot]
+        if worker is not None and not worker.dead and worker.proc.poll() is not None:
+            log.info("sandbox worker %d died while idle (%s); starting another", worker.proc.pid,
+                     _exit_text(worker.proc.returncode))
+            worker.kill()
+            worker = None
         if worker is None or worker.dead:
             worker, failed = self._start(slot)
             if failed is not None:
@@ -600,7 +626,7 @@ class WorkerPool:
             else:
                 outcome.failure, outcome.message = "output_flood", f"{note} ({outcome.message})"
         if not outcome.stderr_tail:
-            outcome.stderr_tail = worker.stderr_tail()
+            outcome.stderr_tail = worker.stderr_tail(self.limits.stderr_tail_bytes)
         if not outcome.replaced and _has_strays(worker):
             outcome.replaced = True  # processes the call left behind (a fork, a daemon) go with the worker
             log.debug("sandbox worker %d left processes behind; replacing it", worker.proc.pid)
@@ -626,7 +652,7 @@ class WorkerPool:
                 exited = True
                 break
             time.sleep(0.01)
-        tail = worker.stderr_tail()
+        tail = worker.stderr_tail(self.limits.stderr_tail_bytes)
         flooded = self.limits.file_size_bytes is not None and worker.log_size() >= self.limits.file_size_bytes
         code = worker.kill()
         sig, exit_code = _split_code(code)
@@ -637,6 +663,12 @@ class WorkerPool:
             return WorkerOutcome(False, failure="output_flood", exit_signal=sig, stderr_tail=tail, replaced=True,
                                  message=f"the output passed the {self.limits.file_size_bytes}-byte limit and "
                                          "the worker was stopped")
+        if self._closed:
+            return WorkerOutcome(False, failure="crash", message="the worker pool was closed during the call",
+                                 exit_signal=sig, stderr_tail=tail, replaced=True)
+        if sig == signal.SIGKILL:
+            return WorkerOutcome(False, failure="oom", exit_signal=sig, stderr_tail=tail, replaced=True,
+                                 message=f"{_exit_text(code)}: most likely the kernel's out-of-memory killer")
         if sig == signal.SIGXCPU:
             return WorkerOutcome(False, failure="timeout", exit_signal=sig, stderr_tail=tail, replaced=True,
                                  message=f"CPU time limit ({self.limits.cpu_time_s:g} s) exceeded")

@@ -91,3 +91,11 @@ def test_handle_counts_launches_and_names_unknown_kernels():
     assert launcher.calls[1] == ("axpy", (2, 1, 1), (128, 1, 1), 64, 4)
     with pytest.raises(LaunchError, match="no kernel named 'axpi'.*axpy"):
         kernels.axpi(1, 1)
+
+
+def test_deeply_nested_extern_c_blocks_parse_in_linear_time():
+    nested = 'extern "C" {' * 4000 + "__global__ void k(int a) {}" + "}" * 4000
+    assert list(parse_kernel_signatures(nested)) == ["k"]
+    many = "".join(f'extern "C" {{ __global__ void k{i}(float* x) {{}} }}\n' for i in range(3000))
+    assert len(parse_kernel_signatures(many)) == 3000
+    assert parse_kernel_signatures("__global__ void not_extern(float* x) {}") == {}

@@ -7,6 +7,7 @@ scalar), counts launches, and hands packed arguments to the backend's `KernelLau
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import re
 from dataclasses import dataclass
@@ -77,11 +78,12 @@ POINTER_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
 VECTOR_WIDTH = {"float2": 2, "float4": 4, "double2": 2, "__half2": 2, "half2": 2, "__nv_bfloat162": 2, "int2": 2, "int4": 4}
 
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "__grid_constant__"}
-_KERNEL_RE = re.compile(
-    r'extern\s+"C"\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?'
-    r"void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(([^)]*)\)",
+_LAUNCH_BOUNDS = r"(?:__launch_bounds__\s*\([^()]*\)\s*)?"
+_GLOBAL_RE = re.compile(
+    r'(extern\s+"C"\s+)?' + _LAUNCH_BOUNDS + r"__global__\s+" + _LAUNCH_BOUNDS + r"void\s+" + _LAUNCH_BOUNDS
+    + r"([A-Za-z_]\w*)\s*\(([^()]*)\)"
 )
-_EXTERN_C_BLOCK_RE = re.compile(r'extern\s+"C"\s*\{')
+_EXTERN_C_BLOCK_RE = re.compile(r'extern\s+"C"\s*\{|[{}]')
 
 
 def strip_comments(source: str) -> str:
@@ -124,26 +126,45 @@ def parse_kernel_signatures(cuda_source: str) -> dict[str, KernelSignature]:
 
     Kernels declared inside an ``extern "C" { ... }`` block are found too. Raises `ValueError` for a
     parameter the handle cannot marshal (references, arrays, pointers to pointers, structs by value).
+    Runs in time linear in the source, whatever its nesting.
     """
     source = strip_comments(cuda_source)
+    starts, ends = _extern_c_regions(source)
     found: dict[str, KernelSignature] = {}
-    for match in _KERNEL_RE.finditer(source):
-        found[match.group(1)] = _signature(match.group(1), match.group(2))
-    for block in _EXTERN_C_BLOCK_RE.finditer(source):
-        body = _balanced_body(source, block.end())
-        for match in re.finditer(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
-                                 r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(([^)]*)\)", body):
-            found.setdefault(match.group(1), _signature(match.group(1), match.group(2)))
+    for match in _GLOBAL_RE.finditer(source):
+        region = bisect.bisect_right(starts, match.start()) - 1
+        if match.group(1) or (region >= 0 and match.start() < ends[region]):
+            found.setdefault(match.group(2), _signature(match.group(2), match.group(3)))
     return found
 
 
-def _balanced_body(source: str, start: int) -> str:
-    depth = 1
-    for i in range(start, len(source)):
-        depth += {"{": 1, "}": -1}.get(source[i], 0)
-        if depth == 0:
-            return source[start:i]
-    return source[start:]
+def _extern_c_spans(source: str) -> list[tuple[int, int]]:
+    """The [start, end) spans of ``extern "C" { ... }`` blocks, found in one pass over the braces."""
+    spans, stack = [], []
+    for match in _EXTERN_C_BLOCK_RE.finditer(source):
+        token = match.group(0)
+        if token == "}":
+            if stack:
+                opened = stack.pop()
+                if opened is not None:
+                    spans.append((opened, match.end()))
+        else:
+            stack.append(match.end() if token != "{" else None)
+    spans.extend((opened, len(source)) for opened in stack if opened is not None)
+    return spans
+
+
+def _extern_c_regions(source: str) -> tuple[list[int], list[int]]:
+    """The extern "C" blocks merged into disjoint regions: sorted starts and their ends."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for start, end in sorted(_extern_c_spans(source)):
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
+    return starts, ends
 
 
 def _signature(name: str, params_text: str) -> KernelSignature:

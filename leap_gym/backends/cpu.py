@@ -145,7 +145,8 @@ def runtime_build(checked: bool = False) -> Path:
         for name in RUNTIME_FILES:
             shutil.copy(RUNTIME_DIR / name, tmp / name)
         _run([cxx, *flags, "-x", "c++-header", str(tmp / "leap_cuda_cpu.h"), "-o", str(tmp / "leap_cuda_cpu.h.gch")])
-        _run([cxx, *flags, "-c", str(tmp / "leap_runtime.cpp"), "-o", str(tmp / "leap_runtime.o")])
+        _run([cxx, *flags, "-fvisibility=hidden", "-c", str(tmp / "leap_runtime.cpp"), "-o",
+              str(tmp / "leap_runtime.o")])
 
     with _runtime_lock:
         return _atomic_write_dir(final, build)
@@ -277,7 +278,7 @@ def build_module(cuda_source: str, kernel_names: list[str], arch: str, checked: 
     with tempfile.TemporaryDirectory(prefix="leap_cpu_") as tmp:
         src = Path(tmp) / "kernel.cpp"
         src.write_text(tu)
-        out = Path(tmp) / "module.so"
+        out = target.with_name(f"{target.stem}.{os.getpid()}.{threading.get_ident()}.tmp")  # same filesystem
         cmd = [cxx, *flags, "-shared", "-fvisibility=hidden", f"-I{SHIM_INCLUDE}", "-include",
                str(runtime / "leap_cuda_cpu.h"), str(src), str(runtime / "leap_runtime.o"), "-o", str(out)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp)

@@ -589,7 +589,7 @@ int __leap_printf(const char* fmt, ...) {
 }
 
 // device-side assert(): a kernel error, as "device-side assert triggered" on a GPU
-extern "C" void __assert_fail(const char* expr, const char* file, unsigned line, const char* func) noexcept {
+extern "C" __attribute__((visibility("hidden"))) void __assert_fail(const char* expr, const char* file, unsigned line, const char* func) noexcept {
   char buf[512];
   snprintf(buf, sizeof buf, "device-side assert triggered: %s:%u: %s: Assertion `%s` failed", file, line, func, expr);
   if (tls_worker && tls_worker->cur) abort_fiber(LEAP_ERR_KERNEL, buf);

@@ -1,0 +1,24 @@
+"""`leap-eval` over a small suite (reference replay on compile-only) and `leap-train`'s defaults."""
+
+import json
+
+from leap_agents.cli import DEFAULT_PRESET, eval_main, train_main
+
+
+def test_leap_eval_table_and_json(tmp_path, capsys):
+    out = tmp_path / "eval.json"
+    assert eval_main(["--reference", "--backend", "compile-only", "--task-ids", "level1/relu,level1/add",
+                      "--samples", "2", "--max-turns", "2", "--no-progress", "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "pass@1" in table and "level1/relu" in table and "ALL" in table
+    data = json.loads(out.read_text())
+    assert data["overall"]["pass_at_1"] == 1.0 and data["overall"]["pass_turn_2"] == 1.0
+    assert [t["task_id"] for t in data["tasks"]] == ["level1/relu", "level1/add"]
+    assert data["tasks"][0]["statuses"] == [["COMPILED"], ["COMPILED"]]
+
+
+def test_leap_train_without_arguments_is_the_default_preset(capsys):
+    assert DEFAULT_PRESET == "smoke"
+    assert train_main(["--print-config"]) == 0
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg["model"]["path"] == "tiny" and cfg["run"]["output_dir"] == "runs/smoke"

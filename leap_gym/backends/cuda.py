@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import re
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
 
 from leap_gym.backends.base import Availability, Backend, KernelRuntimeError
+from leap_gym.backends.cuda_errors import (CUDA_ERRORS, CudaErrorInfo, error_info, error_name,  # noqa: F401
+                                           error_name_from_torch, format_error)
 from leap_gym.kernels import KernelSignature, LaunchError
 from leap_gym.timing import TimingStats, time_gpu
 
@@ -39,105 +40,6 @@ log = logging.getLogger(__name__)
 FALLBACK_ARCH = "sm_90"
 #: Dynamic shared memory a kernel gets without opting in (bytes).
 DEFAULT_DYNAMIC_SMEM = 48 * 1024
-
-
-@dataclass(frozen=True)
-class CudaErrorInfo:
-    """What a CUDA error means to the author of a kernel."""
-
-    description: str
-    hint: str = ""
-    detail: str = "cuda_error"
-    sticky: bool = False
-
-
-# Errors after which the context is unusable ("the process must be terminated and relaunched").
-CUDA_ERRORS: dict[str, CudaErrorInfo] = {
-    "CUDA_ERROR_ILLEGAL_ADDRESS": CudaErrorInfo(
-        "an illegal memory access was encountered",
-        "a kernel read or wrote outside its buffers: an index past the end, a missing or off-by-one bound "
-        "check, or a wrong stride", "out_of_bounds", True),
-    "CUDA_ERROR_MISALIGNED_ADDRESS": CudaErrorInfo(
-        "misaligned address", "a load or store at an address not aligned to its size (e.g. a float4 access "
-        "through a pointer offset by one float)", "cuda_error", True),
-    "CUDA_ERROR_LAUNCH_FAILED": CudaErrorInfo(
-        "unspecified launch failure", "often a bad pointer or a stack overflow in the kernel", "cuda_error", True),
-    "CUDA_ERROR_ASSERT": CudaErrorInfo("device-side assert triggered", "an assert() in a kernel failed",
-                                       "cuda_error", True),
-    "CUDA_ERROR_ILLEGAL_INSTRUCTION": CudaErrorInfo(
-        "an illegal instruction was encountered", "an instruction this GPU lacks, or a trap", "cuda_error", True),
-    "CUDA_ERROR_HARDWARE_STACK_ERROR": CudaErrorInfo(
-        "hardware stack error", "call stack overflow: deep recursion or large local arrays", "cuda_error", True),
-    "CUDA_ERROR_INVALID_ADDRESS_SPACE": CudaErrorInfo(
-        "invalid address space", "a generic-address instruction on memory of the wrong space", "cuda_error", True),
-    "CUDA_ERROR_INVALID_PC": CudaErrorInfo("invalid program counter", "", "cuda_error", True),
-    "CUDA_ERROR_LAUNCH_TIMEOUT": CudaErrorInfo(
-        "the launch timed out and was terminated", "the kernel ran too long: an infinite loop?", "timeout", True),
-    "CUDA_ERROR_ECC_UNCORRECTABLE": CudaErrorInfo("uncorrectable ECC error encountered", "a hardware fault",
-                                                  "cuda_error", True),
-    "CUDA_ERROR_TENSOR_MEMORY_LEAK": CudaErrorInfo("tensor memory not released", "", "cuda_error", True),
-    "CUDA_ERROR_UNKNOWN": CudaErrorInfo("unknown error", "", "cuda_error", True),
-    # Refused launches: the context stays usable.
-    "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": CudaErrorInfo(
-        "too many resources requested for launch", "registers per thread times threads per block exceeds the "
-        "register file: use a smaller block or __launch_bounds__", "launch"),
-    "CUDA_ERROR_INVALID_VALUE": CudaErrorInfo("invalid argument", "", "launch"),
-    "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE": CudaErrorInfo(
-        "too many blocks in cooperative launch", "", "launch"),
-    "CUDA_ERROR_OUT_OF_MEMORY": CudaErrorInfo("out of memory", "the kernel or its buffers need more device memory",
-                                              "cuda_error"),
-    "CUDA_ERROR_NO_BINARY_FOR_GPU": CudaErrorInfo(
-        "no kernel image is available for execution on the device",
-        "the CUBIN was compiled for another architecture; leave EvalConfig.arch unset so the device's is used",
-        "load"),
-    "CUDA_ERROR_INVALID_IMAGE": CudaErrorInfo("device kernel image is invalid", "", "load"),
-}
-
-# torch reports CUDA errors as RuntimeError("CUDA error: <description>"); map descriptions back to names.
-_TORCH_DESCRIPTIONS = {info.description: name for name, info in CUDA_ERRORS.items()}
-
-
-def error_info(name: str) -> CudaErrorInfo:
-    """What `name` (``"CUDA_ERROR_..."``) means; unknown errors are assumed not to poison the context."""
-    return CUDA_ERRORS.get(name, CudaErrorInfo(name.removeprefix("CUDA_ERROR_").lower().replace("_", " ")))
-
-
-def error_name(err: Any) -> str:
-    """``"CUDA_ERROR_ILLEGAL_ADDRESS"`` for a `CUresult` (or its int value)."""
-    try:
-        from cuda.bindings import driver
-
-        return driver.CUresult(int(err)).name
-    except Exception:  # an int the bindings do not know
-        return f"CUDA_ERROR_{int(err)}"
-
-
-def error_name_from_torch(exc: BaseException) -> str | None:
-    """The CUDA error name behind a torch ``RuntimeError("CUDA error: ...")``, or None if it is not one."""
-    text = str(exc)
-    if "CUDA error" not in text and "CUDA_ERROR" not in text:
-        return None
-    if match := re.search(r"CUDA_ERROR_[A-Z_]+", text):
-        return match.group(0)
-    lowered = text.lower()
-    for description, name in _TORCH_DESCRIPTIONS.items():
-        if description in lowered:
-            return name
-    return "CUDA_ERROR_UNKNOWN"
-
-
-def format_error(name: str, where: str = "", kernels: list[str] | tuple[str, ...] = ()) -> str:
-    """The message of a `KernelRuntimeError`: the error name first, then where and why."""
-    info = error_info(name)
-    parts = [f"{name}: {info.description}"]
-    if where:
-        parts.append(f" ({where})")
-    if kernels:
-        names = ", ".join(dict.fromkeys(kernels))
-        parts.append(f" in kernel {names}" if len(set(kernels)) == 1 else f" in one of the kernels {names}")
-    if info.hint:
-        parts.append(f"; {info.hint}")
-    return "".join(parts)
 
 
 def pack_kernel_params(args: list[Any]) -> tuple[int, Any]:
@@ -252,7 +154,9 @@ def _device_index(device_index: int | None) -> int:
         return device_index
     import torch
 
-    return torch.cuda.current_device() if torch.cuda.is_available() else 0
+    # Only ask torch when it has set up CUDA already: a parent process that merely checks the device
+    # (before starting sandboxed workers) should not create a CUDA context.
+    return torch.cuda.current_device() if torch.cuda.is_initialized() else 0
 
 
 def device_attribute(name: str, device_index: int | None = None) -> int:
@@ -557,6 +461,13 @@ class CudaBackend(Backend):
             raise BackendUnavailable(f"backend 'cuda' is unavailable: {available.reason}")
         self._refuse_if_poisoned()
         driver = self.ensure_context()
+        result = driver.cuCtxSynchronize()  # a fault left behind by earlier work must not be blamed on this module
+        err = result[0] if isinstance(result, tuple) else result
+        if err != 0 and error_info(error_name(err)).sticky:
+            self.fault(error_name(err))
+            raise KernelRuntimeError(
+                f"{error_name(err)}: an earlier evaluation in this worker left its CUDA context faulted, so this one "
+                "could not run; the worker is being replaced (evaluate again)", detail="context_poisoned")
         try:
             (module,) = _call("cuModuleLoadData", driver.cuModuleLoadData(cubin))
         except _CudaCallError as exc:

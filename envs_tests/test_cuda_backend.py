@@ -294,3 +294,20 @@ def test_gpu_runner_report_from_synthetic_records():
     table = runner.speedup_table([r for r in records if r["kind"] == "reference"]).splitlines()
     assert "speedup" in table[0] and [line.split()[0] for line in table[2:]] == ["level1/add", "level1/gelu", "level1/relu"]
     assert table[2].endswith("0.50") and table[4].endswith("2.00") and "WRONG_OUTPUT" in table[3]
+
+
+def test_profile_goes_into_the_eval_result():
+    from leap_gym.backends.cuda import KernelProfile, apply_profile
+    from leap_gym.result import CORRECT, EvalResult, KernelResources, Timing
+
+    result = EvalResult(CORRECT, resources={"a": KernelResources(registers=32)},
+                        timing=Timing(kernel_ms=1.0, kernel_spread_ms=0.01, reference_ms=2.0, reference_spread_ms=0.02,
+                                      trials=10))
+    report = KernelProfile(per_kernel_ms={"a": 0.6, "b": 0.3}, launches={"a": 1, "b": 2},
+                           occupancy={"a": 0.5, "b": 1.0}, total_ms=0.9, bandwidth_gbps=1500.0,
+                           peak_bandwidth_gbps=3352.3)
+    apply_profile(result, report)
+    assert result.timing.per_kernel_ms == {"a": 0.6, "b": 0.3} and result.timing.bandwidth_gbps == 1500.0
+    assert result.resources["a"].registers == 32 and result.resources["a"].theoretical_occupancy == 0.5
+    assert result.resources["b"].theoretical_occupancy == 1.0
+    assert EvalResult.from_dict(result.to_dict()) == result

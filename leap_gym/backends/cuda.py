@@ -200,6 +200,19 @@ class KernelProfile:
     peak_bandwidth_gbps: float | None = None
 
 
+def apply_profile(result: Any, report: KernelProfile) -> None:
+    """Copy a `KernelProfile` into an `EvalResult`: per-kernel time and bandwidth into its `timing`
+    (when it has one), theoretical occupancy into each kernel's `resources` entry."""
+    from leap_gym.result import KernelResources
+
+    if result.timing is not None:
+        result.timing.per_kernel_ms = dict(report.per_kernel_ms)
+        result.timing.bandwidth_gbps = report.bandwidth_gbps
+        result.timing.peak_bandwidth_gbps = report.peak_bandwidth_gbps
+    for name, occupancy in report.occupancy.items():
+        result.resources.setdefault(name, KernelResources()).theoretical_occupancy = occupancy
+
+
 def _request_worker_replacement() -> None:
     """Inside a sandbox worker, ask the pool to replace this process after the current call."""
     try:
@@ -294,6 +307,8 @@ class CudaLauncher:
         del keepalive
         self.launch_configs[name] = (grid, block, shared_mem)
         backend.pending_kernels.append(name)
+        if len(backend.pending_kernels) > 256:  # a long run without synchronising: keep the latest names
+            del backend.pending_kernels[:-64]
         err = result[0] if isinstance(result, tuple) else result
         if err != 0:
             raise backend.fault(error_name(err), f"launch of '{name}' with grid={grid}, block={block}, "

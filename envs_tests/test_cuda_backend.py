@@ -311,3 +311,54 @@ def test_profile_goes_into_the_eval_result():
     assert result.resources["a"].registers == 32 and result.resources["a"].theoretical_occupancy == 0.5
     assert result.resources["b"].theoretical_occupancy == 1.0
     assert EvalResult.from_dict(result.to_dict()) == result
+
+
+def _driver_library_missing() -> bool:
+    try:
+        from cuda.bindings import driver
+
+        driver.cuDriverGetVersion()
+    except Exception as exc:
+        return type(exc).__name__ == "DynamicLibNotFoundError"
+    return False
+
+
+@pytest.mark.skipif(not _driver_library_missing(), reason="needs a machine without libcuda.so (calls would run)")
+def test_driver_calls_as_the_backend_makes_them_pass_the_bindings_argument_checks():
+    """Without libcuda the bindings convert arguments first and fail on the library load after: a call
+    shape the bindings would refuse raises TypeError here (negative controls), an accepted one raises
+    DynamicLibNotFoundError. This checks the launch path's argument types without a GPU."""
+    from cuda.bindings import driver
+
+    sig = parse_kernel_signatures('extern "C" __global__ void k(const float* x, float* y, int n, float a) {}')["k"]
+    params, _keep = pack_kernel_params(marshal_args(sig, (torch.zeros(4), torch.zeros(4), 4, 1.0), "cpu"))
+    func, module, dev = driver.CUfunction(), driver.CUmodule(), driver.CUdevice(0)
+    accepted = [
+        lambda: driver.cuLaunchKernel(func, 2, 1, 1, 256, 1, 1, 65536, 0x7F00, params, 0),
+        lambda: driver.cuLaunchKernel(func, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0),
+        lambda: driver.cuModuleLoadData(b"\x7fELF" + bytes(60)),
+        lambda: driver.cuModuleGetFunction(module, "relu_kernel".encode()),
+        lambda: driver.cuFuncSetAttribute(
+            func, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100_000),
+        lambda: driver.cuFuncGetAttribute(driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, func),
+        lambda: driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(func, 256, 0),
+        lambda: driver.cuDeviceGetAttribute(
+            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
+        lambda: driver.cuDevicePrimaryCtxRetain(dev),
+        lambda: driver.cuCtxSetCurrent(driver.CUcontext()),
+        lambda: driver.cuCtxSynchronize(),
+        lambda: driver.cuModuleUnload(module),
+    ]
+    for i, call in enumerate(accepted):
+        with pytest.raises(Exception) as info:
+            call()
+        assert type(info.value).__name__ == "DynamicLibNotFoundError", f"call {i}: {info.value!r}"
+    refused = [
+        lambda: driver.cuLaunchKernel(func, 1, 1, 1, 1, 1, 1, 0, "stream", params, 0),
+        lambda: driver.cuLaunchKernel(func, 1, 1, 1, 1, 1, 1, 0, 0, "params", 0),
+        lambda: driver.cuModuleGetFunction(module, "relu_kernel"),
+        lambda: driver.cuCtxSetCurrent("context"),
+    ]
+    for call in refused:
+        with pytest.raises(TypeError):
+            call()

@@ -101,7 +101,7 @@ class HFPolicy:
                  **sampling: Any) -> list[Generation]:
         """Sample one response per history (batched, left-padded).
 
-        Sampling keywords: ``temperature`` (0: greedy), ``top_p``, ``max_new_tokens``, ``seed``.
+        Sampling keywords: ``temperature`` (0: greedy), ``top_p``, ``top_k`` (0: off), ``max_new_tokens``, ``seed``.
         Log-probs are of ``softmax(logits / temperature)`` at the sampled tokens (top-p truncation
         not renormalised), the quantity the trainer recomputes.
         """
@@ -128,7 +128,8 @@ class HFPolicy:
         try:
             result = self.model.generate(
                 input_ids=ids.to(self.device), attention_mask=mask.to(self.device), do_sample=not greedy,
-                temperature=None if greedy else temperature, top_p=None if greedy else float(opts["top_p"]), top_k=None,
+                temperature=None if greedy else temperature, top_p=None if greedy else float(opts["top_p"]),
+                top_k=None if greedy else int(opts.get("top_k") or 0),
                 max_new_tokens=int(opts["max_new_tokens"]), pad_token_id=pad, eos_token_id=sorted(self.eos_ids),
                 return_dict_in_generate=True, output_logits=True)
         finally:

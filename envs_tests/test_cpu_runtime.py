@@ -477,3 +477,25 @@ def test_launcher_contract_and_cache():
     y = torch.zeros(1000)
     k.fill(8, 128, y, math.pi, 1000)
     assert torch.allclose(y, torch.full((1000,), math.pi))
+
+
+def test_wild_access_is_an_error_not_a_crash():
+    k = load(r'''
+extern "C" __global__ void wild(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        long long j = (long long)i * 100000000LL;
+        y[j] = x[i];
+    }
+}''')
+    x = torch.randn(64)
+    y = torch.empty(64)
+    with pytest.raises(KernelRuntimeError) as info:
+        k.wild(1, 64, x, y, 64)
+    assert info.value.detail == "out_of_bounds"
+    msg = str(info.value)
+    assert "'wild'" in msg and "line 6" in msg and "segmentation fault" in msg
+    # the process and the runtime keep working
+    k2 = load(r'''extern "C" __global__ void one(float* y) { y[threadIdx.x] = 1.0f; }''')
+    k2.one(1, 32, y)
+    assert (y[:32] == 1).all()

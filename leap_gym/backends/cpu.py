@@ -60,7 +60,7 @@ DEFAULT_SHARED_MEM = 48 * 1024
 COMMON_FLAGS = ("-std=c++17", "-fPIC", "-fno-strict-aliasing", "-fno-math-errno", "-pthread", "-w")
 FAST_FLAGS = ("-O2",)
 CHECKED_FLAGS = ("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer")
-ERROR_KINDS = {1: "kernel_error", 2: "deadlock", 3: "unsupported", 4: "launch"}
+ERROR_KINDS = {1: "kernel_error", 2: "deadlock", 3: "unsupported", 4: "launch", 5: "out_of_bounds"}
 
 # Features that cannot run on a CPU: (pattern on comment-stripped source, what to call it).
 UNSUPPORTED = (
@@ -111,13 +111,25 @@ def _runtime_hash() -> str:
     return h.hexdigest()[:16]
 
 
+def _shared_dir(path: Path) -> Path:
+    """Create `path` (and parents) usable by every sandbox worker uid of the cache's group."""
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            os.chmod(path, 0o2775)
+        except OSError:
+            pass
+    return path
+
+
 def _atomic_write_dir(final: Path, build) -> Path:
     """Build into a temporary folder next to `final`, then rename it into place (process-safe)."""
     if final.exists():
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
+    _shared_dir(final.parent)
     tmp = Path(tempfile.mkdtemp(prefix=final.name + ".tmp", dir=final.parent))
     try:
+        os.chmod(tmp, 0o2775)
         build(tmp)
         try:
             tmp.rename(final)
@@ -145,7 +157,7 @@ def runtime_build(checked: bool = False) -> Path:
         for name in RUNTIME_FILES:
             shutil.copy(RUNTIME_DIR / name, tmp / name)
         _run([cxx, *flags, "-x", "c++-header", str(tmp / "leap_cuda_cpu.h"), "-o", str(tmp / "leap_cuda_cpu.h.gch")])
-        _run([cxx, *flags, "-fvisibility=hidden", "-c", str(tmp / "leap_runtime.cpp"), "-o",
+        _run([cxx, *flags, "-U_FORTIFY_SOURCE", "-fvisibility=hidden", "-c", str(tmp / "leap_runtime.cpp"), "-o",
               str(tmp / "leap_runtime.o")])
 
     with _runtime_lock:
@@ -273,7 +285,7 @@ def build_module(cuda_source: str, kernel_names: list[str], arch: str, checked: 
     target = cache_root() / "modules" / f"{key}.so"
     if target.exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    _shared_dir(target.parent)
     flags = COMMON_FLAGS + (CHECKED_FLAGS if checked else FAST_FLAGS)
     with tempfile.TemporaryDirectory(prefix="leap_cpu_") as tmp:
         src = Path(tmp) / "kernel.cpp"
@@ -284,6 +296,7 @@ def build_module(cuda_source: str, kernel_names: list[str], arch: str, checked: 
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp)
         if proc.returncode != 0:
             raise KernelRuntimeError(_compile_error_message(proc.stderr, cuda_source), "unsupported")
+        os.chmod(out, 0o775)
         os.replace(out, target)
     return target
 
@@ -347,20 +360,38 @@ class CpuLauncher:
         """
         if name not in self._entries:
             raise KernelRuntimeError(f"no kernel named '{name}' in this module", "launch")
-        if self.guards:
-            if tensors is None:
-                tensors = _caller_tensors(args)
-            if tensors is not None and any(t is not None for t in tensors):
-                guarded = GuardedArgs(tensors, args)
-                try:
-                    self._launch(name, grid, block, shared_mem, guarded.args)
-                    fault = guarded.check()
-                    if fault is not None:
-                        self._report_guard_fault(name, grid, block, shared_mem, args, tensors, fault)
-                finally:
-                    guarded.copy_back()
-                return
-        self._launch(name, grid, block, shared_mem, args)
+        if tensors is None:
+            tensors = _caller_tensors(args)
+        if tensors is not None and not any(t is not None for t in tensors):
+            tensors = None
+        guarded = GuardedArgs(tensors, args) if self.guards and tensors is not None else None
+        try:
+            try:
+                self._launch(name, grid, block, shared_mem, guarded.args if guarded else args)
+            except KernelRuntimeError as exc:
+                if exc.detail == "out_of_bounds":  # a wild access caught by the runtime's SIGSEGV handler
+                    located = self._locate(name, grid, block, shared_mem, args, tensors)
+                    if located:
+                        raise KernelRuntimeError(f"{located}\n  ({exc})", "out_of_bounds") from None
+                raise
+            fault = guarded.check() if guarded else None
+            if fault is not None:
+                self._report_guard_fault(name, grid, block, shared_mem, args, tensors, fault)
+        finally:
+            if guarded:
+                guarded.copy_back()
+
+    def _locate(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,
+                args: list[Any], tensors: list[Any] | None) -> str:
+        """The faulting line, from a replay of this launch under AddressSanitizer ("" if unknown)."""
+        if not self.locate or tensors is None:
+            return ""
+        try:
+            return locate_memory_error(self.cuda_source, self.arch, name, grid, block, shared_mem,
+                                       replay_args(args, tensors))
+        except Exception as exc:  # locating is best effort
+            log.debug("replay under ASan failed: %s", exc)
+            return ""
 
     def _report_guard_fault(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int],
                             shared_mem: int, args: list[Any], tensors: list[Any], fault: dict[str, Any]) -> None:
@@ -369,16 +400,10 @@ class CpuLauncher:
         message = (f"out-of-bounds write in kernel '{name}': {arg} ({fault['numel']} elements of {fault['dtype']}) "
                    f"written at element {fault['index']} ({fault['bytes']} bytes {fault['side']}); check the index "
                    "against the bound (e.g. `if (i < n)`, not `i <= n`) and the grid size")
-        if self.locate:
-            try:
-                located = locate_memory_error(self.cuda_source, self.arch, name, grid, block, shared_mem,
-                                              replay_args(args, tensors))
-            except Exception as exc:  # locating is best effort; the guard's finding stands
-                log.debug("replay under ASan failed: %s", exc)
-                located = ""
-            if located:
-                first, *rest = located.splitlines()
-                message = "\n".join([f"{first} ({arg})", *rest])
+        located = self._locate(name, grid, block, shared_mem, args, tensors)
+        if located:
+            first, *rest = located.splitlines()
+            message = "\n".join([f"{first} ({arg})", *rest])
         raise KernelRuntimeError(message.rstrip(), "out_of_bounds")
 
     def _launch(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,

@@ -7,6 +7,8 @@
 // thread_local` storage is per-block storage (that is how `__shared__` is implemented).
 #include "leap_cuda_cpu.h"
 
+#include <signal.h>
+#include <setjmp.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -49,10 +51,8 @@ __asm__(
     ".type leap_switch,@function\n"
     "leap_switch:\n"
     "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
-    "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
     "  movq %rsp, (%rdi)\n"
     "  movq %rsi, %rsp\n"
-    "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
     "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
     "  ret\n"
     ".size leap_switch, .-leap_switch\n");
@@ -115,6 +115,12 @@ struct Worker {
   std::mt19937_64 rng;
   char* smem = nullptr;
   size_t smem_cap = 0;
+  // invalid memory accesses: the SIGSEGV handler jumps back to the block loop
+  sigjmp_buf jb;
+  volatile bool jb_armed = false;
+  void* fault_addr = nullptr;
+  int fault_sig = 0;
+  char* altstack = nullptr;
 #if LEAP_ASAN
   const void* sched_bottom = nullptr;
   size_t sched_size = 0;
@@ -123,6 +129,7 @@ struct Worker {
   ~Worker() {
     for (char* s : all_stacks) munmap(s, stack_bytes() + kGuard);
     free(smem);
+    free(altstack);
   }
 
   char* get_stack() {
@@ -178,7 +185,6 @@ void start_fiber(Worker* w, Fiber* f) {
   *--sp = 0;                                            // fake return address of fiber_entry
   *--sp = reinterpret_cast<uint64_t>(&fiber_entry);     // `ret` target
   for (int i = 0; i < 6; ++i) *--sp = 0;                // rbp rbx r12 r13 r14 r15
-  *--sp = 0x1F80ull | (0x037Full << 32);                // mxcsr, x87 control word
   f->sp = sp;
   f->state = F_RUNNABLE;
 }
@@ -352,6 +358,28 @@ std::string lanes_str(const std::vector<const Fiber*>& fs) {
 
 // Every live fiber is blocked: complete what can complete, release a barrier, or report a deadlock.
 void resolve(Worker* w) {
+  {  // fast path: every live thread waits at the same __syncthreads
+    int line = -1;
+    bool simple = true;
+    for (unsigned t = 0; t < w->nthreads && simple; ++t) {
+      const Fiber& f = w->fibers[t];
+      if (f.state == F_DONE) continue;
+      if (f.state != F_BARRIER || (line >= 0 && f.line != line)) simple = false;
+      line = f.line;
+    }
+    if (simple && line >= 0) {
+      int count = w->bar_count;
+      w->bar_count = 0;
+      for (unsigned t = 0; t < w->nthreads; ++t) {
+        Fiber& f = w->fibers[t];
+        if (f.state == F_BARRIER) {
+          f.result = count;
+          f.state = F_RUNNABLE;
+        }
+      }
+      return;
+    }
+  }
   bool progress = false;
   std::vector<const Fiber*> at_barrier, at_warp;
   for (unsigned t = 0; t < w->nthreads; ++t) {
@@ -449,6 +477,46 @@ void run_block(Worker* w) {
 
 thread_local Worker* tl_worker_cache = nullptr;
 
+#if !LEAP_ASAN
+// A bad access inside a kernel becomes an error of the launch instead of killing the process.
+std::mutex sig_mu;
+int sig_users = 0;
+struct sigaction old_segv, old_bus;
+
+void fault_handler(int sig, siginfo_t* si, void*) {
+  Worker* w = tls_worker;
+  if (w && w->jb_armed && w->cur) {
+    w->jb_armed = false;
+    w->fault_addr = si->si_addr;
+    w->fault_sig = sig;
+    siglongjmp(w->jb, 1);
+  }
+  // not a kernel's fault: hand it to whoever handled it before (the faulting instruction reruns)
+  sigaction(sig, sig == SIGSEGV ? &old_segv : &old_bus, nullptr);
+}
+
+void install_fault_handler() {
+  std::lock_guard<std::mutex> lock(sig_mu);
+  if (sig_users++ == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = fault_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &old_segv);
+    sigaction(SIGBUS, &sa, &old_bus);
+  }
+}
+
+void remove_fault_handler() {
+  std::lock_guard<std::mutex> lock(sig_mu);
+  if (--sig_users == 0) {
+    sigaction(SIGSEGV, &old_segv, nullptr);
+    sigaction(SIGBUS, &old_bus, nullptr);
+  }
+}
+#endif
+
 struct GridState {
   std::atomic<unsigned long long> next{0};
   std::atomic<int> failed{0};
@@ -461,6 +529,15 @@ void worker_main(LeapLaunch* L, void (*thunk)(void**), void** args, GridState* g
   if (!tl_worker_cache) tl_worker_cache = new Worker();  // kept for the OS thread's life
   Worker* w = tl_worker_cache;
   tls_worker = w;
+#if !LEAP_ASAN
+  constexpr size_t kAltStack = 64 * 1024;
+  if (!w->altstack) w->altstack = static_cast<char*>(malloc(kAltStack));
+  stack_t alt, old_alt;
+  alt.ss_sp = w->altstack;
+  alt.ss_size = kAltStack;
+  alt.ss_flags = 0;
+  sigaltstack(&alt, &old_alt);
+#endif
   w->launch = L;
   w->thunk = thunk;
   w->args = args;
@@ -486,7 +563,28 @@ void worker_main(LeapLaunch* L, void (*thunk)(void**), void** args, GridState* g
     unsigned long long b = g->next.fetch_add(1);
     if (b >= nblocks) break;
     __leap_ctx.bidx = uint3{unsigned(b % gx), unsigned((b / gx) % gy), unsigned(b / (gx * gy))};
+#if LEAP_ASAN
     run_block(w);
+#else
+    if (sigsetjmp(w->jb, 1) == 0) {
+      w->jb_armed = true;
+      run_block(w);
+      w->jb_armed = false;
+    } else {
+      char buf[160];
+      Fiber* f = w->cur;
+      snprintf(buf, sizeof buf, "invalid memory %s at address %p in thread %s",
+               w->fault_sig == SIGBUS ? "access (bus error)" : "access (segmentation fault)", w->fault_addr,
+               f ? thread_str(*f).c_str() : "?");
+      w->cur = nullptr;
+      w->failed = false;
+      fail(w, LEAP_ERR_MEMORY, buf);
+      for (unsigned t = 0; t < w->nthreads; ++t) {
+        Fiber& ff = w->fibers[t];
+        if (ff.stack) { w->free_stacks.push_back(ff.stack); ff.stack = nullptr; }
+      }
+    }
+#endif
     if (w->failed) {
       std::lock_guard<std::mutex> lock(g->mu);
       if (!g->failed.load()) {
@@ -504,6 +602,16 @@ void worker_main(LeapLaunch* L, void (*thunk)(void**), void** args, GridState* g
   for (Fiber& f : w->fibers)
     if (f.stack) { w->free_stacks.push_back(f.stack); f.stack = nullptr; }
   tls_worker = nullptr;
+#if !LEAP_ASAN
+  if (old_alt.ss_flags & SS_DISABLE) {
+    stack_t off;
+    memset(&off, 0, sizeof off);
+    off.ss_flags = SS_DISABLE;
+    sigaltstack(&off, nullptr);
+  } else {
+    sigaltstack(&old_alt, nullptr);
+  }
+#endif
   if (wid != 0) {  // a thread of this launch only: free its stacks
     delete w;
     tl_worker_cache = nullptr;
@@ -607,6 +715,9 @@ int __leap_run_grid(LeapLaunch* L, void (*thunk)(void**), void** args) {
   unsigned workers = L->workers > 0 ? unsigned(L->workers) : std::max(1u, std::thread::hardware_concurrency());
   if (nblocks < workers) workers = unsigned(nblocks);
   GridState g;
+#if !LEAP_ASAN
+  install_fault_handler();
+#endif
   std::vector<std::thread> threads;
   try {
     for (unsigned i = 1; i < workers; ++i) threads.emplace_back(worker_main, L, thunk, args, &g, i);
@@ -615,6 +726,9 @@ int __leap_run_grid(LeapLaunch* L, void (*thunk)(void**), void** args) {
   }
   worker_main(L, thunk, args, &g, 0);
   for (auto& t : threads) t.join();
+#if !LEAP_ASAN
+  remove_fault_handler();
+#endif
   if (g.failed.load()) {
     L->status = g.kind ? g.kind : LEAP_ERR_KERNEL;
     snprintf(L->message, sizeof L->message, "%s", g.msg.c_str());

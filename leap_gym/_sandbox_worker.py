@@ -21,6 +21,7 @@ import importlib
 import os
 import pickle
 import resource
+import signal
 import struct
 import sys
 import time
@@ -51,6 +52,9 @@ MS_NOSUID = 0x2
 MS_NODEV = 0x4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+CLONE_NEWPID = 0x20000000
+MS_NOEXEC = 0x8
 
 _replace_requested = False
 
@@ -143,19 +147,25 @@ def _read_only_filesystem(libc: ctypes.CDLL, writable: list[str], expose: list[s
 def _confine(cfg: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     """Namespaces, limits, privileges; returns what was put in place (reported to the parent)."""
     libc = _libc()
-    applied: dict[str, Any] = {"netns": False, "mountns": False, "uid": os.getuid(), "no_new_privs": False}
+    applied: dict[str, Any] = {"netns": False, "mountns": False, "pidns": False, "uid": os.getuid(),
+                               "no_new_privs": False, "global_pid": os.getpid()}
     libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # die with the parent
     root = os.geteuid() == 0
-    if cfg["isolate_network"] or cfg["read_only_fs"]:
-        flags = CLONE_NEWIPC | CLONE_NEWUTS
-        if cfg["isolate_network"]:
-            flags |= CLONE_NEWNET
-        if cfg["read_only_fs"] and root:
-            flags |= CLONE_NEWNS
-        if not root:
-            flags |= CLONE_NEWUSER
+    flags = 0
+    if cfg["isolate_network"]:
+        flags |= CLONE_NEWNET
+    if cfg["read_only_fs"] and root:
+        flags |= CLONE_NEWNS
+    if cfg["isolate_processes"]:
+        flags |= CLONE_NEWPID | (CLONE_NEWNS if root else 0)  # a fresh /proc needs a mount namespace
+    if flags:
+        flags |= CLONE_NEWIPC | CLONE_NEWUTS | (0 if root else CLONE_NEWUSER)
         uid, gid = os.getuid(), os.getgid()
-        if libc.unshare(ctypes.c_int(flags)) == 0:
+        ok = libc.unshare(ctypes.c_int(flags)) == 0
+        if not ok and flags & CLONE_NEWPID:
+            flags &= ~CLONE_NEWPID
+            ok = libc.unshare(ctypes.c_int(flags)) == 0
+        if ok:
             applied["netns"] = bool(flags & CLONE_NEWNET)
             if not root:  # keep our identity inside the new user namespace
                 try:
@@ -167,15 +177,32 @@ def _confine(cfg: dict[str, Any], notes: list[str]) -> dict[str, Any]:
                         f.write(f"{gid} {gid} 1")
                 except OSError as exc:
                     notes.append(f"user namespace id maps not written: {exc}")
+            if flags & CLONE_NEWPID:
+                _enter_pid_namespace(cfg, libc)
+                applied["pidns"] = True
+            if applied["pidns"]:
+                try:  # /proc still shows the outer namespace: our pid there, for the pool
+                    applied["global_pid"] = int(os.readlink("/proc/self"))
+                except (OSError, ValueError):
+                    applied["global_pid"] = None
             if flags & CLONE_NEWNS:
-                try:
-                    _read_only_filesystem(libc, [cfg["workdir"], *cfg["writable_dirs"]], cfg["expose"])
-                    applied["mountns"] = True
-                except OSError as exc:
-                    notes.append(f"read-only file system view not available: {exc}")
+                if applied["pidns"]:
+                    try:
+                        _check(libc.mount(b"proc", b"/proc", b"proc",
+                                          ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None), "mount /proc")
+                    except OSError as exc:
+                        notes.append(f"no private /proc: {exc}")
+                if cfg["read_only_fs"]:
+                    try:
+                        _read_only_filesystem(libc, [cfg["workdir"], *cfg["writable_dirs"]], cfg["expose"])
+                        applied["mountns"] = True
+                    except OSError as exc:
+                        notes.append(f"read-only file system view not available: {exc}")
         else:
             notes.append(f"namespaces not available (unshare: {os.strerror(ctypes.get_errno())}); "
-                         "network and file system not isolated")
+                         "network, processes and file system not isolated")
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        notes.append("not a child subreaper: processes left behind may go unnoticed by the worker")
     os.chdir(cfg["workdir"])
     _set_limits(cfg, notes)
     drop = root and cfg["uid"] is not None
@@ -193,6 +220,79 @@ def _confine(cfg: dict[str, Any], notes: list[str]) -> dict[str, Any]:
         applied["no_new_privs"] = True
     os.umask(0o007)
     return applied
+
+
+def _enter_pid_namespace(cfg: dict[str, Any], libc: ctypes.CDLL) -> None:
+    """Fork into the new pid namespace: this process stays outside as a proxy, the first child is the
+    namespace's init (a reaper), and its child, which returns from here, is the worker.
+
+    When the init dies, the kernel kills everything in the namespace, so no process the user code
+    starts (even with ``setsid`` and a double fork) outlives the worker. The worker is not the init
+    itself because an init ignores the signals it sends itself (``abort()`` would become SIGSEGV).
+    The proxy keeps the pid the pool knows and ends the way the worker ended (status or signal).
+    """
+    r, w = os.pipe()
+    init = os.fork()
+    if init:  # the proxy, outside the namespace
+        os.close(w)
+        for fd in (cfg["fd_in"], cfg["fd_out"]):
+            os.close(fd)
+        status = _wait_for(init)
+        data = os.read(r, 4)
+        if len(data) == 4:
+            (status,) = struct.unpack("i", data)
+        _end_like(status)
+    os.close(r)
+    libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+    worker = os.fork()
+    if worker == 0:
+        os.close(w)
+        libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+        return
+    for fd in (cfg["fd_in"], cfg["fd_out"]):
+        os.close(fd)
+    while True:  # the init: reap everything, end when the worker ends
+        try:
+            pid, status = os.wait()
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(3)
+        if pid == worker:
+            os.write(w, struct.pack("i", status))
+            os._exit(0)
+
+
+def _wait_for(pid: int) -> int:
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1]
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(3)
+
+
+def _end_like(status: int) -> None:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 3)
+
+
+def _reap_children() -> bool:
+    """Reap finished children; whether any (including adopted orphans) are still running."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        except InterruptedError:
+            continue
+        if pid == 0:
+            return True
 
 
 def _set_limits(cfg: dict[str, Any], notes: list[str]) -> None:
@@ -327,6 +427,7 @@ def _serve(fd_in: int, fd_out: int, cfg: dict[str, Any]) -> None:
         reply["wall_time_s"] = time.perf_counter() - start
         reply["cpu_used_s"] = _cpu_used()
         reply["replace"] = _replace_requested
+        reply["strays"] = _reap_children()
         _send(fd_out, reply)
 
 

@@ -386,6 +386,8 @@ class WorkerPool:
             is added: the caller's when set, else a shared cache under the temp directory.
         isolate_network: a new network namespace per worker, where the platform allows it.
         read_only_fs: (root) a mount namespace in which all but the writable paths is read-only.
+        isolate_processes: a pid namespace per worker (where allowed), so that every process the
+            user code starts dies with the worker, and a private ``/proc`` (root).
         drop_privileges: run workers under uids of their own; `None` does so when started as root.
         uid_base: first of the uids (``uid_base + 1 ...``) and the sandbox group id.
         result_types: extra ``(module, name)`` globals a reply may contain (see the module doc).
@@ -396,6 +398,7 @@ class WorkerPool:
     def __init__(self, size: int = 1, limits: SandboxLimits | None = None, env: dict[str, str] | None = None,
                  preload: Iterable[str] = (), *, env_allow: Iterable[str] = DEFAULT_ENV_ALLOW,
                  writable_dirs: Iterable[str] = (), isolate_network: bool = True, read_only_fs: bool = True,
+                 isolate_processes: bool = True,
                  drop_privileges: bool | None = None, uid_base: int = 1_200_000,
                  result_types: Iterable[tuple[str, str]] = (), result_packages: Iterable[str] = ("leap_gym",),
                  fresh_workdir: bool = True):
@@ -406,6 +409,7 @@ class WorkerPool:
         self.preload = list(preload)
         self.isolate_network = isolate_network
         self.read_only_fs = read_only_fs
+        self.isolate_processes = isolate_processes
         self.fresh_workdir = fresh_workdir
         root = os.geteuid() == 0
         self.drop_privileges = root if drop_privileges is None else bool(drop_privileges and root)
@@ -424,8 +428,13 @@ class WorkerPool:
         cache = self._env.get("LEAP_GYM_CACHE")
         if cache and os.path.realpath(cache) not in self.writable_dirs:
             self.writable_dirs.append(os.path.realpath(cache))
-        for d in self.writable_dirs:
-            os.makedirs(d, exist_ok=True)
+        for d in list(self.writable_dirs):
+            try:
+                os.makedirs(d, exist_ok=True)
+            except OSError as exc:
+                log.warning("sandbox: writable directory %s cannot be created (%s); workers will not have it", d, exc)
+                self.writable_dirs.remove(d)
+                continue
             if self.drop_privileges:
                 _share_with_group(d, self.uid_base)
         self._slots: queue.Queue[int] = queue.Queue()
@@ -541,6 +550,7 @@ class WorkerPool:
             "worker_file": str(_WORKER_FILE), "fd_in": to_r, "fd_out": from_w, "sys_path": [p or os.getcwd() for p in sys.path],
             "preload": self.preload, "workdir": workdir, "expose": self._expose, "writable_dirs": self.writable_dirs,
             "isolate_network": self.isolate_network, "read_only_fs": self.read_only_fs,
+            "isolate_processes": self.isolate_processes,
             "uid": lease.uid if lease else None, "gid": self.uid_base if lease else None,
             "limits": {"address_space_bytes": lim.address_space_bytes, "file_size_bytes": lim.file_size_bytes,
                        "open_files": lim.open_files, "cpu_time_s": lim.cpu_time_s,
@@ -684,7 +694,7 @@ class WorkerPool:
             return WorkerOutcome(False, failure="crash", message=f"the worker sent an unreadable reply: {exc}",
                                  replaced=True)
         worker.cpu_used_s = float(reply.get("cpu_used_s") or 0.0)
-        replace = bool(reply.get("replace"))
+        replace = bool(reply.get("replace")) or bool(reply.get("strays"))
         if self.limits.cpu_time_s is not None and \
                 worker.cpu_used_s > self.limits.cpu_lifetime_s - self.limits.cpu_time_s - 1:
             replace = True
@@ -715,7 +725,7 @@ def _has_strays(worker: _Worker) -> bool:
             continue
         try:
             if worker.uid is not None:
-                if os.stat(f"/proc/{name}").st_uid == worker.uid:
+                if os.stat(f"/proc/{name}").st_uid == worker.uid and int(name) != worker.info.get("global_pid"):
                     return True
             else:
                 with open(f"/proc/{name}/stat", "rb") as f:

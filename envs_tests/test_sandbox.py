@@ -39,7 +39,7 @@ def make_reply(payload):
 
 def describe(_):
     return {"pid": os.getpid(), "uid": os.getuid(), "cwd": os.getcwd(), "env": dict(os.environ),
-            "listing": sorted(os.listdir("."))}
+            "listing": sorted(os.listdir(".")), "procs": sum(p.isdigit() for p in os.listdir("/proc"))}
 
 
 def raise_value_error(_):
@@ -200,7 +200,8 @@ def test_worker_is_confined(pool, sandbox):
     assert out["cwd"] != os.getcwd() and out["listing"] == []
     if os.geteuid() == 0:
         assert out["uid"] != 0 and pool.isolation["uid"] == out["uid"]
-        assert pool.isolation["netns"] and pool.isolation["mountns"]
+        assert pool.isolation["netns"] and pool.isolation["mountns"] and pool.isolation["pidns"]
+        assert out["procs"] <= 3  # a private /proc: the worker sees its own namespace only
 
 
 def test_workdir_is_emptied_between_calls(pool):
@@ -430,3 +431,66 @@ def test_failed_start_is_an_outcome(sandbox):
         out = p.run(fn("echo"), 1)
         assert not out.ok and out.failure == "crash" and "failed to start" in out.message
         assert "leap_gym_no_such_module" in out.message
+
+
+NON_ROOT_SCRIPT = r"""
+import ctypes, json, os, sys, importlib.util
+uid = int(sys.argv[1]); home = sys.argv[2]
+spec = importlib.util.spec_from_file_location("w", sys.argv[3])
+w = importlib.util.module_from_spec(spec); spec.loader.exec_module(w)
+libc = w._libc()
+assert libc.unshare(w.CLONE_NEWNS) == 0
+libc.mount(None, b"/", None, ctypes.c_ulong(w.MS_REC | w.MS_PRIVATE), None)
+paths = {os.path.dirname(os.path.realpath(sys.executable)), os.path.realpath(sys.base_prefix)}
+paths.update(os.path.realpath(p) for p in sys.path if p and os.path.isdir(p))
+w._expose(libc, sorted(paths))   # the interpreter may live under a closed /root
+os.setgroups([]); os.setgid(uid); os.setuid(uid)
+os.environ["HOME"] = home
+os.chdir(home)
+spec = importlib.util.spec_from_file_location("leap_sandbox", sys.argv[4])  # no torch import via leap_gym
+sandbox = importlib.util.module_from_spec(spec); sys.modules["leap_sandbox"] = sandbox; spec.loader.exec_module(sandbox)
+out = {}
+with sandbox.WorkerPool(limits=sandbox.SandboxLimits(max_processes=64, address_space_bytes=4 << 30)) as p:
+    out["echo"] = p.run("test_sandbox:echo", 5).value
+    out["isolation"] = p.isolation
+    out["connect"] = p.run("test_sandbox:connect", 1).value
+    out["segv"] = p.run("test_sandbox:segfault", None).exit_signal
+    bomb = p.run("test_sandbox:fork_bomb", 300)
+    out["bomb_replaced"] = bomb.replaced
+    out["spin"] = p.run("test_sandbox:spin", None, timeout=1).failure
+    out["after"] = p.run("test_sandbox:echo", 6).value
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to set up a non-root caller")
+def test_non_root_caller_gets_user_net_and_pid_namespaces(tmp_path):
+    """Started by an ordinary user: no uid of its own, but (where the kernel allows unprivileged user
+    namespaces) no network, and every forked process dies with the worker."""
+    import json
+    import subprocess
+
+    uid = 1_999_999
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, uid, uid)
+    tmp_path.chmod(0o755)
+    here = Path(__file__).resolve().parent
+    script = home / "run.py"
+    script.write_text(NON_ROOT_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=f"{here.parent}{os.pathsep}{here}")
+    worker_file = here.parent / "leap_gym" / "_sandbox_worker.py"
+    proc = subprocess.run([sys.executable, str(script), str(uid), str(home), str(worker_file),
+                           str(worker_file.with_name("sandbox.py"))], env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["echo"] == 5 and out["after"] == 6 and out["isolation"]["uid"] == uid
+    assert out["segv"] == signal.SIGSEGV and out["spin"] == "timeout" and out["bomb_replaced"]
+    if out["isolation"]["netns"]:
+        assert out["connect"] != "connected"
+    if out["isolation"]["pidns"]:
+        deadline = time.monotonic() + 5
+        while _live_processes_of(uid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _live_processes_of(uid) == []

@@ -362,3 +362,22 @@ def test_driver_calls_as_the_backend_makes_them_pass_the_bindings_argument_check
     for call in refused:
         with pytest.raises(TypeError):
             call()
+
+
+def test_gpu_broken_variants_get_the_same_statuses_on_the_cpu_backend():
+    """The GPU script's variants that do not depend on GPU hardware behave as it expects on the cpu backend
+    (misaligned access is GPU-only: a CPU reads unaligned floats without complaint)."""
+    pytest.importorskip("leap_gym.backends.cpu", reason="the cpu backend module is not in this tree")
+    from leap_gym import evaluate
+
+    module = _gpu_test_module("test_gpu_evaluate")
+    relu = module.BY_ID["level1/relu"].with_size("cpu")
+    for name, response, status, detail, phrase in module.VARIANTS:
+        if name == "misaligned_address":
+            continue
+        result = evaluate(relu, response, backend="cpu", timeout_s=60)
+        assert result.status == status, f"{name}: {result.status} {result.message}"
+        if name != "illegal_address":  # the GPU names the CUDA error; the CPU runtime its own fault
+            assert result.detail == detail and phrase in result.message + "\n".join(result.errors), name
+        else:
+            assert result.detail == "out_of_bounds", result.message

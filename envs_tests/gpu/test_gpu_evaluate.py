@@ -140,3 +140,21 @@ def test_hung_kernel_times_out_and_the_next_evaluation_is_correct(record):
     record("hang", status=hung.status, wall_time_s=hung.wall_time_s, after=good.status)
     assert hung.status == TIMEOUT, _explain(hung)
     assert good.status == CORRECT, _explain(good)
+
+
+def test_correct_result_carries_profiling_facts(record):
+    """Per-kernel time, occupancy and bandwidth reach the EvalResult once evaluate calls
+    `CudaBackend.profile` + `apply_profile` (xfail until then, so the gap shows in the report)."""
+    relu = BY_ID["level1/relu"]
+    result = evaluate(relu, relu.reference_solutions[0], **CONFIG)
+    assert result.status == CORRECT, _explain(result)
+    assert result.resources["relu_kernel"].registers > 0
+    timing = result.timing
+    record("profiling", per_kernel_ms=timing.per_kernel_ms, bandwidth_gbps=timing.bandwidth_gbps,
+           peak_bandwidth_gbps=timing.peak_bandwidth_gbps,
+           occupancy=result.resources["relu_kernel"].theoretical_occupancy)
+    if not timing.per_kernel_ms:
+        pytest.xfail("leap_gym.evaluate does not call CudaBackend.profile/apply_profile yet")
+    assert timing.per_kernel_ms["relu_kernel"] > 0
+    assert 0 < result.resources["relu_kernel"].theoretical_occupancy <= 1
+    assert 0 < timing.bandwidth_gbps < 1.2 * timing.peak_bandwidth_gbps

@@ -46,6 +46,7 @@ class HFPolicy:
         self.max_prompt_tokens = max_prompt_tokens
         self.batch_size = batch_size
         self.defaults = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+        self._warned = False
 
     @classmethod
     def from_pretrained(cls, path: str, device: str | None = None, dtype: str | None = None, lora: dict[str, Any] | None = None,
@@ -88,7 +89,10 @@ class HFPolicy:
     def encode_prompt(self, history: History) -> list[int]:
         ids = self.tokenizer(self.render(history), add_special_tokens=False)["input_ids"]
         if len(ids) > self.max_prompt_tokens:
-            log.warning("prompt of %d tokens cut to its last %d (raise max_prompt_tokens)", len(ids), self.max_prompt_tokens)
+            if not self._warned:
+                self._warned = True
+                log.warning("prompt of %d tokens cut to its last %d (raise max_prompt_tokens; warned once)", len(ids),
+                            self.max_prompt_tokens)
             ids = ids[-self.max_prompt_tokens:]
         return list(ids)
 

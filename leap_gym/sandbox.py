@@ -32,21 +32,13 @@ so a compromised worker cannot run code in the caller through a crafted pickle.
 
 from __future__ import annotations
 
-import atexit
-import dataclasses
-import enum
-import errno
-import fcntl
-import io
 import json
 import logging
 import os
 import pickle
 import queue
-import select
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -54,9 +46,13 @@ import threading
 import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
+
+from leap_gym._sandbox_host import (ReplyTooBig, ReplyUnpickler, TransportTimeout, UidLease, Worker, clear_dir,
+                                    exit_text, has_strays, needed_paths, recv, send, share_with_group, split_code,
+                                    unreachable_ancestor)
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +67,6 @@ DEFAULT_ENV_ALLOW: tuple[str, ...] = (
 
 FAILURES = ("timeout", "crash", "exception", "oom", "output_flood")
 
-_HEADER = struct.Struct(">Q")
 _WORKER_FILE = Path(__file__).with_name("_sandbox_worker.py")
 _BOOT = (
     "import importlib.util, json, sys\n"
@@ -82,8 +77,6 @@ _BOOT = (
     "spec.loader.exec_module(mod)\n"
     "mod.main(cfg)\n"
 )
-_UID_LOCK_DIR = Path(tempfile.gettempdir()) / "leap_gym_sandbox_uids"
-_UID_RANGE = 4096
 
 
 @dataclass
@@ -164,212 +157,6 @@ def request_replacement() -> None:
         worker.request_replacement()
 
 
-class _Timeout(Exception):
-    pass
-
-
-class _TooBig(Exception):
-    pass
-
-
-# --------------------------------------------------------------------------------------- transport
-def _wait_fd(fd: int, events: int, deadline: float) -> None:
-    poller = select.poll()
-    poller.register(fd, events)
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise _Timeout()
-        if poller.poll(min(left, 1.0) * 1000):
-            return
-
-
-def _send(fd: int, data: bytes, deadline: float) -> None:
-    view = memoryview(_HEADER.pack(len(data)) + data)
-    while view:
-        _wait_fd(fd, select.POLLOUT, deadline)
-        try:
-            n = os.write(fd, view[:1 << 16])
-        except BlockingIOError:
-            continue
-        view = view[n:]
-
-
-def _read_exact(fd: int, n: int, deadline: float) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        _wait_fd(fd, select.POLLIN, deadline)
-        try:
-            chunk = os.read(fd, min(n - len(buf), 1 << 20))
-        except BlockingIOError:
-            continue
-        if not chunk:
-            raise EOFError()
-        buf += chunk
-    return bytes(buf)
-
-
-def _recv(fd: int, deadline: float, max_bytes: int) -> bytes:
-    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
-    if size > max_bytes:
-        raise _TooBig(size)
-    return _read_exact(fd, size, deadline)
-
-
-_SAFE_BUILTINS = frozenset({"dict", "list", "tuple", "set", "frozenset", "bytearray", "bytes", "str", "int",
-                            "float", "complex", "bool", "slice", "range"})
-_SAFE_GLOBALS = frozenset({("collections", "OrderedDict"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
-                           ("numpy._core.multiarray", "scalar"), ("datetime", "datetime"), ("datetime", "timedelta")})
-
-
-class _ReplyUnpickler(pickle.Unpickler):
-    """Unpickles only plain data and the dataclasses/enums of allowed packages (no code can run)."""
-
-    def __init__(self, data: bytes, prefixes: tuple[str, ...], extra: frozenset[tuple[str, str]]):
-        super().__init__(io.BytesIO(data))
-        self._prefixes = prefixes
-        self._extra = extra
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module == "builtins" and name in _SAFE_BUILTINS) or (module, name) in _SAFE_GLOBALS | self._extra:
-            return super().find_class(module, name)
-        if "." not in name and any(module == p or module.startswith(p + ".") for p in self._prefixes):
-            obj = super().find_class(module, name)
-            if isinstance(obj, type) and obj.__module__ == module and (
-                    dataclasses.is_dataclass(obj) or issubclass(obj, enum.Enum)):
-                return obj
-        raise pickle.UnpicklingError(
-            f"the worker's reply refers to {module}.{name}, which is not an allowed result type "
-            "(pass it in WorkerPool(result_types=...))")
-
-
-# ------------------------------------------------------------------------------------------ workers
-def _signal_text(sig: int) -> str:
-    try:
-        name = signal.Signals(sig).name
-    except ValueError:
-        name = f"signal {sig}"
-    desc = signal.strsignal(sig) or ""
-    return f"{name} ({desc.lower()})" if desc else name
-
-
-def _clear_dir(path: str) -> None:
-    try:
-        entries = os.listdir(path)
-    except OSError:
-        return
-    for entry in entries:
-        full = os.path.join(path, entry)
-        try:
-            if os.path.isdir(full) and not os.path.islink(full):
-                shutil.rmtree(full, ignore_errors=True)
-            else:
-                os.unlink(full)
-        except OSError:
-            pass
-
-
-def _kill_uid(uid: int) -> None:
-    """SIGKILL every process of `uid` (as that uid: ``kill(-1)`` reaches exactly its processes)."""
-    for _ in range(3):
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - child
-            try:
-                os.setgid(uid)
-                os.setuid(uid)
-                os.kill(-1, signal.SIGKILL)
-            except BaseException:  # noqa: BLE001
-                os._exit(1)
-            os._exit(0)
-        os.waitpid(pid, 0)
-
-
-class _UidLease:
-    """A uid of its own for one worker, held with a file lock (released if this process dies)."""
-
-    def __init__(self, base: int):
-        _UID_LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
-        for offset in range(1, _UID_RANGE):
-            uid = base + offset
-            fd = os.open(_UID_LOCK_DIR / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                continue
-            self.uid, self._fd = uid, fd
-            return
-        raise RuntimeError(f"no free sandbox uid in {base + 1}..{base + _UID_RANGE - 1}")
-
-    def release(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-
-@dataclass
-class _Worker:
-    proc: subprocess.Popen
-    to_fd: int
-    from_fd: int
-    log_fd: int
-    workdir: str
-    lease: _UidLease | None
-    info: dict[str, Any] = field(default_factory=dict)
-    cpu_used_s: float = 0.0
-    dead: bool = False
-
-    @property
-    def uid(self) -> int | None:
-        return self.lease.uid if self.lease is not None else None
-
-    def stderr_tail(self, limit: int = 16384) -> str:
-        try:
-            size = os.fstat(self.log_fd).st_size
-            if size <= limit:
-                return os.pread(self.log_fd, size, 0).decode("utf-8", "replace")
-            head = os.pread(self.log_fd, limit // 4, 0).decode("utf-8", "replace")
-            tail = os.pread(self.log_fd, limit - limit // 4, size - (limit - limit // 4)).decode("utf-8", "replace")
-        except OSError:
-            return ""
-        return f"{head}\n[... {size - limit} bytes cut ...]\n{tail}"
-
-    def log_size(self) -> int:
-        try:
-            return os.fstat(self.log_fd).st_size
-        except OSError:
-            return 0
-
-    def signal_kill(self) -> None:
-        """SIGKILL the worker's process group and every process of its uid (no reaping, no cleanup)."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        if self.uid is not None:
-            _kill_uid(self.uid)
-
-    def kill(self) -> int | None:
-        """Kill the worker's whole process group (and uid), reap it, free its resources; its return code."""
-        if not self.dead:
-            self.dead = True
-            self.signal_kill()
-        try:
-            code = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a process in uninterruptible sleep
-            code = None
-        for fd in (self.to_fd, self.from_fd, self.log_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.to_fd = self.from_fd = self.log_fd = -1
-        shutil.rmtree(self.workdir, ignore_errors=True)
-        if self.lease is not None:
-            self.lease.release()
-        return code
-
-
 # --------------------------------------------------------------------------------------------- pool
 class WorkerPool:
     """A pool of sandboxed, long-lived worker processes.
@@ -413,8 +200,8 @@ class WorkerPool:
         self.fresh_workdir = fresh_workdir
         root = os.geteuid() == 0
         self.drop_privileges = root if drop_privileges is None else bool(drop_privileges and root)
-        self._expose = _needed_paths()
-        if self.drop_privileges and not read_only_fs and any(_unreachable_ancestor(p) for p in self._expose):
+        self._expose = needed_paths()
+        if self.drop_privileges and not read_only_fs and any(unreachable_ancestor(p) for p in self._expose):
             log.warning("sandbox: the Python installation is not reachable by an unprivileged uid and no "
                         "mount namespace is asked for; workers keep the caller's uid")
             self.drop_privileges = False
@@ -436,11 +223,11 @@ class WorkerPool:
                 self.writable_dirs.remove(d)
                 continue
             if self.drop_privileges:
-                _share_with_group(d, self.uid_base)
+                share_with_group(d, self.uid_base)
         self._slots: queue.Queue[int] = queue.Queue()
         for i in range(size):
             self._slots.put(i)
-        self._workers: list[_Worker | None] = [None] * size
+        self._workers: list[Worker | None] = [None] * size
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -514,7 +301,7 @@ class WorkerPool:
 
     # ------------------------------------------------------------------------------------- internals
     @staticmethod
-    def _cleanup(workers: list[_Worker | None], base: str) -> None:
+    def _cleanup(workers: list[Worker | None], base: str) -> None:
         for i, w in enumerate(workers):
             if w is not None:
                 w.kill()
@@ -533,8 +320,8 @@ class WorkerPool:
                 out["LEAP_GYM_CACHE"] = str(Path.home() / ".cache" / "leap_gym")
         return out
 
-    def _start(self, slot: int) -> tuple[_Worker | None, WorkerOutcome | None]:
-        lease = _UidLease(self.uid_base) if self.drop_privileges else None
+    def _start(self, slot: int) -> tuple[Worker | None, WorkerOutcome | None]:
+        lease = UidLease(self.uid_base) if self.drop_privileges else None
         workdir = tempfile.mkdtemp(prefix=f"w{slot}_", dir=self._base)
         if lease is not None:
             os.chown(workdir, lease.uid, self.uid_base)
@@ -566,14 +353,14 @@ class WorkerPool:
                 os.close(fd)
         for fd in (to_w, from_r):
             os.set_blocking(fd, False)
-        worker = _Worker(proc, to_w, from_r, log_r, workdir, lease)
+        worker = Worker(proc, to_w, from_r, log_r, workdir, lease)
         start = time.monotonic()
         try:
-            hello = pickle.loads(_recv(from_r, start + lim.startup_timeout_s, 1 << 20))
-        except (EOFError, _Timeout, _TooBig, pickle.UnpicklingError) as exc:
+            hello = pickle.loads(recv(from_r, start + lim.startup_timeout_s, 1 << 20))
+        except (EOFError, TransportTimeout, ReplyTooBig, pickle.UnpicklingError) as exc:
             tail = worker.stderr_tail(self.limits.stderr_tail_bytes)
             code = worker.kill()
-            why = "timed out" if isinstance(exc, _Timeout) else f"exited ({_exit_text(code)})"
+            why = "timed out" if isinstance(exc, TransportTimeout) else f"exited ({exit_text(code)})"
             return None, WorkerOutcome(False, failure="crash", message=f"the sandbox worker failed to start: {why}",
                                        stderr_tail=tail, exit_code=code if code and code > 0 else None,
                                        exit_signal=-code if code and code < 0 else None, replaced=True,
@@ -595,7 +382,7 @@ class WorkerPool:
         worker = self._workers[slot]
         if worker is not None and not worker.dead and worker.proc.poll() is not None:
             log.info("sandbox worker %d died while idle (%s); starting another", worker.proc.pid,
-                     _exit_text(worker.proc.returncode))
+                     exit_text(worker.proc.returncode))
             worker.kill()
             worker = None
         if worker is None or worker.dead:
@@ -605,7 +392,7 @@ class WorkerPool:
             self._workers[slot] = worker
         assert worker is not None
         if self.fresh_workdir:
-            _clear_dir(worker.workdir)
+            clear_dir(worker.workdir)
         try:
             os.ftruncate(worker.log_fd, 0)
         except OSError:
@@ -614,11 +401,11 @@ class WorkerPool:
         deadline = start + timeout
         outcome: WorkerOutcome
         try:
-            _send(worker.to_fd, request, deadline)
-            reply_bytes = _recv(worker.from_fd, deadline, self.limits.max_result_bytes)
-        except _Timeout:
+            send(worker.to_fd, request, deadline)
+            reply_bytes = recv(worker.from_fd, deadline, self.limits.max_result_bytes)
+        except TransportTimeout:
             outcome = WorkerOutcome(False, failure="timeout", message=f"timed out after {timeout:g} s")
-        except _TooBig as exc:
+        except ReplyTooBig as exc:
             outcome = WorkerOutcome(False, failure="output_flood",
                                     message=f"the function's result is {exc.args[0]} bytes, over the "
                                             f"{self.limits.max_result_bytes}-byte limit")
@@ -637,18 +424,18 @@ class WorkerPool:
                 outcome.failure, outcome.message = "output_flood", f"{note} ({outcome.message})"
         if not outcome.stderr_tail:
             outcome.stderr_tail = worker.stderr_tail(self.limits.stderr_tail_bytes)
-        if not outcome.replaced and _has_strays(worker):
+        if not outcome.replaced and has_strays(worker):
             outcome.replaced = True  # processes the call left behind (a fork, a daemon) go with the worker
             log.debug("sandbox worker %d left processes behind; replacing it", worker.proc.pid)
         if outcome.failure in ("timeout", "crash", "oom", "output_flood") or outcome.replaced:
             outcome.replaced = True
             code = worker.kill()
             if outcome.failure == "crash" and outcome.exit_signal is None and outcome.exit_code is None:
-                outcome.exit_signal, outcome.exit_code = _split_code(code)
+                outcome.exit_signal, outcome.exit_code = split_code(code)
             self._workers[slot] = None
         return outcome
 
-    def _died(self, worker: _Worker) -> WorkerOutcome:
+    def _died(self, worker: Worker) -> WorkerOutcome:
         """The worker closed its pipe: wait briefly for it to exit and say how it ended."""
         end = time.monotonic() + 2.0
         exited = False
@@ -665,7 +452,7 @@ class WorkerPool:
         tail = worker.stderr_tail(self.limits.stderr_tail_bytes)
         flooded = self.limits.file_size_bytes is not None and worker.log_size() >= self.limits.file_size_bytes
         code = worker.kill()
-        sig, exit_code = _split_code(code)
+        sig, exit_code = split_code(code)
         if not exited:
             return WorkerOutcome(False, failure="crash", message="the worker closed its protocol pipe and was killed",
                                  stderr_tail=tail, replaced=True)
@@ -678,16 +465,16 @@ class WorkerPool:
                                  exit_signal=sig, stderr_tail=tail, replaced=True)
         if sig == signal.SIGKILL:
             return WorkerOutcome(False, failure="oom", exit_signal=sig, stderr_tail=tail, replaced=True,
-                                 message=f"{_exit_text(code)}: most likely the kernel's out-of-memory killer")
+                                 message=f"{exit_text(code)}: most likely the kernel's out-of-memory killer")
         if sig == signal.SIGXCPU:
             return WorkerOutcome(False, failure="timeout", exit_signal=sig, stderr_tail=tail, replaced=True,
                                  message=f"CPU time limit ({self.limits.cpu_time_s:g} s) exceeded")
-        return WorkerOutcome(False, failure="crash", message=_exit_text(code), exit_signal=sig,
+        return WorkerOutcome(False, failure="crash", message=exit_text(code), exit_signal=sig,
                              exit_code=exit_code, stderr_tail=tail, replaced=True)
 
-    def _read_reply(self, worker: _Worker, data: bytes) -> WorkerOutcome:
+    def _read_reply(self, worker: Worker, data: bytes) -> WorkerOutcome:
         try:
-            reply = _ReplyUnpickler(data, (), frozenset()).load()
+            reply = ReplyUnpickler(data, (), frozenset()).load()
             if not isinstance(reply, dict):
                 raise pickle.UnpicklingError("the reply is not a dict")
         except Exception as exc:  # noqa: BLE001 - a compromised worker may send anything
@@ -700,7 +487,7 @@ class WorkerPool:
             replace = True
         if reply.get("ok"):
             try:
-                value = _ReplyUnpickler(reply["value"], self._result_packages, self._result_types).load()
+                value = ReplyUnpickler(reply["value"], self._result_packages, self._result_types).load()
             except Exception as exc:  # noqa: BLE001
                 return WorkerOutcome(False, failure="exception", replaced=True,
                                      message=f"the function's result could not be read: {exc}")
@@ -711,78 +498,3 @@ class WorkerPool:
         return WorkerOutcome(False, failure="oom" if oom else "exception", message=str(reply.get("message", "")),
                              traceback=str(reply.get("traceback", "")), exc_type=str(reply.get("exc_type", "")),
                              replaced=replace or oom)
-
-
-def _has_strays(worker: _Worker) -> bool:
-    """Whether processes other than the worker run under its uid (or, without one, in its process group)."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return False
-    me = worker.proc.pid
-    for name in entries:
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            if worker.uid is not None:
-                if os.stat(f"/proc/{name}").st_uid == worker.uid and int(name) != worker.info.get("global_pid"):
-                    return True
-            else:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    stat = f.read()
-                fields = stat[stat.rfind(b")") + 2:].split()
-                if int(fields[2]) == me:  # pgrp (the worker leads its own session and group)
-                    return True
-        except (OSError, ValueError, IndexError):
-            continue
-    return False
-
-
-def _split_code(code: int | None) -> tuple[int | None, int | None]:
-    if code is None:
-        return None, None
-    return (-code, None) if code < 0 else (None, code)
-
-
-def _exit_text(code: int | None) -> str:
-    if code is None:
-        return "the worker did not exit"
-    if code < 0:
-        return f"worker killed by signal {_signal_text(-code)}"
-    return f"worker exited with status {code}"
-
-
-def _needed_paths() -> list[str]:
-    """Directories a worker must read: the interpreter, its prefix and the caller's sys.path."""
-    paths = {os.path.dirname(os.path.realpath(sys.executable)), os.path.realpath(sys.base_prefix),
-             os.path.realpath(sys.prefix)}
-    paths.update(os.path.realpath(p) for p in sys.path if p and os.path.isdir(p))
-    return sorted(paths)
-
-
-def _unreachable_ancestor(path: str) -> str | None:
-    """The first ancestor of `path` that others (a fresh uid) cannot traverse, if any."""
-    cur = "/"
-    for part in Path(path).parts[1:]:
-        try:
-            if not os.stat(cur).st_mode & 0o001:
-                return cur
-        except OSError:
-            return None
-        cur = os.path.join(cur, part)
-    return None
-
-
-def _share_with_group(path: str, gid: int) -> None:
-    """Give a directory tree to the sandbox group: group read/write, setgid directories."""
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in [dirpath, *(os.path.join(dirpath, f) for f in filenames + dirnames)]:
-            try:
-                st = os.lstat(name)
-                if os.path.islink(name):
-                    continue
-                os.chown(name, -1, gid)
-                extra = 0o2070 if os.path.isdir(name) else 0o060
-                os.chmod(name, (st.st_mode & 0o7777) | extra)
-            except OSError as exc:
-                log.debug("could not share %s with the sandbox group: %s", name, exc)

@@ -12,14 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from leap_gym.result import STATUS_RANK
+
 from leap_agents.dcp import MAX_TURNS, SOLVED, DCPConfig, DifficultyTracker, dcp_decide
 from leap_agents.policies.base import Generation, Policy
 from leap_agents.trajectory import Trajectory, Turn, group_by_task
 
 log = logging.getLogger(__name__)
-
-STATUS_RANK = {"FORMAT_ERROR": 0, "COMPILE_ERROR": 1, "COMPILED": 2, "RUNTIME_ERROR": 2, "TIMEOUT": 2,
-               "WRONG_OUTPUT": 3, "CORRECT": 4}
 
 
 def default_solved(result: Any) -> bool:

@@ -13,20 +13,28 @@ API (stable; `leap_gym.evaluate` relies on it):
   ``availability() -> Availability`` (needs g++ or clang++; ``$CXX`` wins).
 - ``CpuLauncher``: ``device="cpu"``, ``max_shared_mem`` (48 KiB: the default limit of dynamic
   shared memory without the opt-in attribute, which responses cannot set),
-  ``launch(name, grid, block, shared_mem, args)``, ``drain_output() -> str`` (device printf),
-  ``shuffle: bool`` and ``seed: int`` (run a block's threads in a random order, reshuffled at every
-  barrier, so a missing ``__syncthreads`` shows up), ``guards: bool`` (copy tensor arguments into
-  buffers with canaries on both sides and report an out-of-bounds write with its argument and index).
+  ``launch(name, grid, block, shared_mem, args, tensors=None)``, ``drain_output() -> str`` (device
+  printf, plus a runtime note where the source relies on warp lockstep), ``shuffle: bool`` and
+  ``seed: int`` (run a block's threads in a random order, reshuffled at every barrier, so a missing
+  ``__syncthreads`` shows up), ``guards: bool`` (default on, off in checked builds: tensor arguments
+  are copied into buffers with canaries on both sides, so an out-of-bounds write is reported with
+  its argument and element), ``locate: bool`` (default on: on an out-of-bounds error, replay the
+  launch under AddressSanitizer in a subprocess to name the line). ``tensors`` are the launch's
+  original arguments; when omitted they are read from the calling `Kernels` handle.
 - Errors are `KernelRuntimeError` with ``detail`` in ``{"deadlock", "out_of_bounds", "unsupported",
-  "kernel_error", "launch"}``, naming the kernel and, where known, the line of the cuda block.
+  "kernel_error", "launch"}``, naming the kernel and, where known, the line of the cuda block. A wild
+  access (SIGSEGV inside a kernel) is caught by the runtime and is an ``out_of_bounds`` error too, so
+  the process survives; only a fault outside kernel code still crashes.
 - ``checked_worker_env() -> dict[str, str]``: environment for a process that runs ``checked=True``
   loads (libasan preloaded, ASan options). In such a process ``load(..., checked=True)`` builds with
-  AddressSanitizer; elsewhere it falls back to the normal build.
+  AddressSanitizer (ASan aborts the process at the first bad access, with a report on stderr);
+  elsewhere it falls back to the normal build.
 - ``describe_memory_error(stderr_text, cuda_source) -> str``: an ASan report read back as
-  "out-of-bounds write of 4 bytes in kernel 'k' at line 12 (`y[i] = ...`), element 1024 ..." (empty
-  when the text holds no report).
-- ``locate_memory_error(cuda_source, kernel, grid, block, shared_mem, buffers, scalars) -> str``
-  (in `cpu_checked`): replay one launch in an ASan subprocess.
+  "out-of-bounds read of 4 bytes in kernel 'k' at line 12: element 300 of a buffer of 300 elements
+  ..." plus the quoted line (empty when the text holds no report).
+- ``locate_memory_error(cuda_source, arch, kernel, grid, block, shared_mem, args: list[ReplayArg])
+  -> str`` (`leap_gym.backends.cpu_checked`): replay one launch in an ASan subprocess.
+- ``runtime_build(checked=False) -> Path``: the cached runtime object and precompiled header.
 
 The build cache lives in ``$LEAP_GYM_CACHE/cpu`` (default ``~/.cache/leap_gym/cpu``).
 """
@@ -78,6 +86,21 @@ UNSUPPORTED = (
      "CUB / Thrust / libcu++ device headers"),
     (re.compile(r"\bcudaMalloc\s*\(|<<<"), "dynamic parallelism (launching or allocating from a kernel)"),
 )
+
+
+_WARP_SYNC_RE = re.compile(r"\bvolatile\b[^;]*\*")
+_WARP_GUARD_RE = re.compile(r"<\s*(?:32|warpSize)\b|<=\s*31\b")
+
+
+def runtime_notes(cuda_source: str) -> list[str]:
+    """Advice on constructs that behave differently on this runtime than on a GPU in practice."""
+    clean = strip_comments(cuda_source)
+    notes = []
+    if _WARP_SYNC_RE.search(clean) and _WARP_GUARD_RE.search(clean) and "__syncwarp" not in clean:
+        notes.append("[cpu runtime] note: the threads of a warp do not run in lockstep here (nor, officially, on "
+                     "Volta and later GPUs): warp-synchronous code through volatile shared memory needs "
+                     "__syncwarp() between its steps, or use __shfl_down_sync\n")
+    return notes
 
 
 class CpuRuntimeUnavailable(RuntimeError):
@@ -346,7 +369,7 @@ class CpuLauncher:
         self._take = self._lib.leap_output_take
         self._take.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         self._take.restype = ctypes.c_size_t
-        self._output: list[str] = []
+        self._output: list[str] = runtime_notes(cuda_source)
         self._launch_count = 0
         self.guards = not checked
         self.locate = True

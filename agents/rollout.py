@@ -71,11 +71,15 @@ class RolloutEngine:
         tracker: the running per-task difficulty estimate (updated after each rollout).
         solved_fn: when a result counts as solved, besides the environment terminating the episode.
         env_kwargs: further `gym.make` arguments (``reward``, ``mode``, ``feedback_tokens``, ``timeout_s``...).
+        env_factory: builds one environment (anything with Gymnasium's ``reset``/``step`` and the
+            ``info["result"]``/``info["messages"]`` contract, e.g. a proxy to a remote worker); by
+            default ``gym.make("KernelDebugEnv-v0", ...)`` with the arguments above.
     """
 
     def __init__(self, policy: Policy, tasks: Any = "builtin", backend: str = "cpu", config: RolloutConfig | None = None,
                  dcp: DCPConfig | None = None, tracker: DifficultyTracker | None = None,
-                 solved_fn: Callable[[Any], bool] = default_solved, env_kwargs: dict[str, Any] | None = None):
+                 solved_fn: Callable[[Any], bool] = default_solved, env_kwargs: dict[str, Any] | None = None,
+                 env_factory: Callable[[], Any] | None = None):
         import leap_gym
 
         self.policy = policy
@@ -88,12 +92,16 @@ class RolloutEngine:
         self.tracker = tracker if tracker is not None else DifficultyTracker(self.dcp.ema_alpha)
         self.solved_fn = solved_fn
         self.env_kwargs = dict(env_kwargs or {})
+        self.env_factory = env_factory
         self._envs: list[Any] = []
 
     def _env(self, i: int) -> Any:
         import gymnasium as gym
 
         while len(self._envs) <= i:
+            if self.env_factory is not None:
+                self._envs.append(self.env_factory())
+                continue
             self._envs.append(gym.make("KernelDebugEnv-v0", tasks=self.tasks, backend=self.backend,
                                        max_turns=self.config.max_turns, workers=self.config.eval_workers,
                                        **self.env_kwargs))

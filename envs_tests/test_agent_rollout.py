@@ -76,3 +76,18 @@ def test_rollout_without_dcp_refines_everything(tasks):
     # the record round-trips
     again = Trajectory.from_dict(relu[2].to_dict())
     assert again == relu[2]
+
+
+def test_rollout_uses_a_given_env_factory(tasks):
+    import gymnasium as gym
+
+    made = []
+
+    def factory():
+        made.append(gym.make("KernelDebugEnv-v0", tasks=tasks, backend="compile-only", max_turns=2))
+        return made[-1]
+
+    engine = RolloutEngine(script(tasks), tasks, backend="compile-only", env_factory=factory,
+                           config=RolloutConfig(group_size=4, max_turns=2, progress_bar=False))
+    batch = engine.run(["level1/relu"], seed=1)
+    assert len(made) == 4 and [t.first_solved_turn for t in batch.trajectories] == [1, 1, None, None]

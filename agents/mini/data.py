@@ -7,10 +7,9 @@ a few million parameters trains and samples fast on a CPU:
     task relu: ReLU: y = max(x, 0), elementwise.
     sig relu_kernel(const float* x, float* y, int n)
 
-and, from the second turn on, the previous attempt and the key facts of its feedback:
+and, from the second turn on, the status line and key facts of the previous attempt's feedback
+(not its code: sequences stay short enough for a CPU):
 
-    prev:
-    ```cuda ... ```
     fb WRONG_OUTPUT max abs err 3.2, 50.00% mismatched, first at [256]
     fix:
 
@@ -77,7 +76,7 @@ class Split:
         return {"train": self.train, "held_out": self.held_out, "seed": self.seed, "excluded": self.excluded}
 
 
-def mini_tasks(max_cuda_chars: int = 1100) -> list[Task]:
+def mini_tasks(max_cuda_chars: int = 800) -> list[Task]:
     """The built-in level-1 tasks the mini policy can answer in the short form, at CPU sizes.
 
     A task qualifies when it ships a wrapper and its first reference `cuda` block (comments stripped)
@@ -165,12 +164,18 @@ def brief_feedback(result: EvalResult, max_chars: int = 160) -> str:
 
 
 def render_prompt(task: Task, prev_response: str | None = None, prev_result: EvalResult | None = None,
-                  max_prev_chars: int = 1400) -> str:
-    """The mini policy's prompt: the task header, then (after turn 1) the last attempt and its feedback."""
+                  with_code: bool = False, max_prev_chars: int = 1400) -> str:
+    """The mini policy's prompt: the task header, then (after turn 1) the last attempt's feedback.
+
+    Args:
+        with_code: also show the previous attempt's `cuda` block (longer sequences; off for the mini model).
+    """
     text = task_header(task)
-    if prev_response is not None and prev_result is not None:
-        prev = cuda_of(prev_response).strip()[:max_prev_chars]
-        text += f"prev:\n```cuda\n{prev}\n```\nfb {brief_feedback(prev_result)}\nfix:\n"
+    if prev_result is not None:
+        if with_code and prev_response is not None:
+            prev = cuda_of(prev_response).strip()[:max_prev_chars]
+            text += f"prev:\n```cuda\n{prev}\n```\n"
+        text += f"fb {brief_feedback(prev_result)}\nfix:\n"
     else:
         text += "answer:\n"
     return text

@@ -30,6 +30,7 @@ import torch
 from leap_agents.mini.data import (EOS, Split, as_response, check_split, make_split, mini_tasks, reference_cuda,
                                    render_prompt, task_header)
 from leap_agents.mini.model import MiniModelConfig, build_model, load_policy, save_policy, train_tokenizer, wrap_tokenizer
+from leap_agents.mini.judge import Judge
 from leap_agents.mini.mutants import mutants
 from leap_agents.mini.policy import MiniPolicy
 from leap_gym.result import CORRECT, EvalResult
@@ -37,7 +38,8 @@ from leap_gym.tasks import Task
 
 log = logging.getLogger(__name__)
 
-EvalFn = Callable[[Task, list[str]], list[EvalResult]]
+#: Judges (task, response) pairs, e.g. a `leap_agents.mini.judge.Judge`.
+EvalFn = Callable[[list[tuple[Task, str]]], list[EvalResult]]
 
 
 @dataclass
@@ -71,39 +73,6 @@ class WarmupExample:
     response: str
     mutation: str = ""
     status: str = ""
-
-
-def evaluator_fn(backend: str, workers: int = 2, **config: Any) -> tuple[EvalFn, Any]:
-    """An `EvalFn` judging responses concurrently on `backend`, and the `Evaluator` to close."""
-    from leap_gym.evaluate import EvalConfig, Evaluator
-
-    if backend == "compile-only":
-        return _compile_only_fn(), None
-    evaluator = Evaluator(EvalConfig(backend=backend, workers=workers, **config))
-
-    def run(task: Task, responses: list[str]) -> list[EvalResult]:
-        futures = [evaluator.submit(task, r) for r in responses]
-        return [f.result() for f in futures]
-
-    return run, evaluator
-
-
-def _compile_only_fn() -> EvalFn:
-    """Compile-only judging in this process: no response code runs, so no sandbox is needed."""
-    from leap_gym.evaluate import EvalJob, prepare, run_job
-
-    def run(task: Task, responses: list[str]) -> list[EvalResult]:
-        out = []
-        for response in responses:
-            parsed = prepare(task, response)
-            if isinstance(parsed, EvalResult):
-                out.append(parsed)
-                continue
-            out.append(run_job(EvalJob(task=task, cuda=parsed.cuda, python=parsed.python, backend="compile-only",
-                                       arch="sm_90")))
-        return out
-
-    return run
 
 
 def pick_backend() -> str:
@@ -149,7 +118,7 @@ def build_examples(tasks: list[Task], split: Split, eval_fn: EvalFn, mutants_per
             for _ in range(first_turn_weight):
                 examples.append(WarmupExample(task_id, "first_turn", render_prompt(task), as_response(ref)))
         muts = mutants(refs[0], mutants_per_task, seed=seed * 1000 + n)
-        results = eval_fn(task, [as_response(m) for _, m in muts])
+        results = eval_fn([(task, as_response(m)) for _, m in muts])
         for (op, mutated), result in zip(muts, results):
             stats["mutants"] += 1
             stats["statuses"][result.status] = stats["statuses"].get(result.status, 0) + 1
@@ -190,7 +159,7 @@ def sft(policy: MiniPolicy, examples: list[WarmupExample], steps: int, batch_siz
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
         if log_every and (step + 1) % log_every == 0:
             log.info("sft step %d/%d loss %.3f", step + 1, steps, sum(losses[-log_every:]) / log_every)
     model.eval()
@@ -223,13 +192,9 @@ def warmup_policy(config: WarmupConfig | None = None, cache: Path | None = None,
     split = make_split(tasks, config.held_out, config.split_seed)
     backend = backend or pick_backend()
     t0 = time.perf_counter()
-    eval_fn, evaluator = evaluator_fn(backend)
-    try:
-        examples, stats = build_examples(tasks, split, eval_fn, config.mutants_per_task, config.first_turn_weight,
+    with Judge(backend) as judge:
+        examples, stats = build_examples(tasks, split, judge, config.mutants_per_task, config.first_turn_weight,
                                          config.seed)
-    finally:
-        if evaluator is not None:
-            evaluator.close()
     check_split(split, [e.prompt + e.response for e in examples], {t.id: t for t in tasks})
     tokenizer = wrap_tokenizer(train_tokenizer(tokenizer_corpus(tasks, split), config.vocab_size))
     model = build_model(len(tokenizer), config.model, seed=config.seed, pad_token_id=tokenizer.pad_token_id,

@@ -1,0 +1,225 @@
+"""LEAP-mini: LEAP against single-turn GRPO and full multi-turn refinement (Kevin, gamma 0.4), on a CPU.
+
+All three arms start from the same cached warm-up checkpoint (`leap_agents.mini.warmup`), with the same
+seeds and the same prompt budget (tasks per step x group size x steps), real NVRTC compilation and
+real kernel execution on the `cpu` backend. Every step records pass@1 and pass by turn of its
+rollout (on-policy, before the update; the training tasks), the wall-clock split into generation,
+evaluation and update, turns spent and DCP decisions. Held-out tasks (never trained on) are judged
+at the start and at the end of every run, outside the timed training clock.
+
+Printed at the end, side by side: final pass@1 per arm (mean and spread over seeds), and the ratio
+of wall-clock the full multi-turn arm needs to reach its own final pass@1 to the wall-clock LEAP
+needs to reach it. Written: ``leap_vs_baselines.json`` and ``leap_vs_baselines.png`` (pass@1 against
+wall-clock, one line per arm, spread shaded).
+
+    python benchmarks/leap_vs_baselines.py             # the full run (target: < 90 min on 2 cores)
+    python benchmarks/leap_vs_baselines.py --quick     # a few minutes: 1 seed, 2 steps, small batches
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from leap_agents.mini.judge import Judge
+from leap_agents.mini.rl import ARMS, ArmConfig, evaluate_policy, stats_dict, train_arm
+from leap_agents.mini.warmup import WarmupConfig, pick_backend, warmup_policy
+
+log = logging.getLogger("leap_vs_baselines")
+
+
+def smoothed(values: list[float], window: int) -> list[float]:
+    """Trailing mean over `window` steps (pass@1 of one step's rollout is a small-sample estimate)."""
+    return [sum(values[max(0, i - window + 1): i + 1]) / len(values[max(0, i - window + 1): i + 1])
+            for i in range(len(values))]
+
+
+def arm_curve(runs: list[dict], window: int) -> dict[str, list[float]]:
+    """Per step: mean cumulative wall-clock, mean and spread of smoothed pass@1 over the arm's seeds."""
+    steps = min(len(r["history"]) for r in runs)
+    times, means, lo, hi = [], [], [], []
+    per_seed = [smoothed([h["pass_at_1"] for h in r["history"]], window) for r in runs]
+    clocks = [[sum(h["wall_s"] for h in r["history"][: i + 1]) for i in range(steps)] for r in runs]
+    for i in range(steps):
+        vals = [p[i] for p in per_seed]
+        m = statistics.fmean(vals)
+        sd = statistics.pstdev(vals) if len(vals) > 1 else 0.0
+        times.append(statistics.fmean(c[i] for c in clocks))
+        means.append(m)
+        lo.append(m - sd)
+        hi.append(m + sd)
+    return {"wall_s": times, "pass_at_1": means, "low": lo, "high": hi}
+
+
+def time_to_reach(curve: dict[str, list[float]], target: float) -> float | None:
+    """Wall-clock of the first step whose smoothed mean pass@1 is at least `target`."""
+    for t, p in zip(curve["wall_s"], curve["pass_at_1"]):
+        if p >= target - 1e-9:
+            return t
+    return None
+
+
+def plot(curves: dict[str, dict[str, list[float]]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for arm, c in curves.items():
+        minutes = [t / 60 for t in c["wall_s"]]
+        ax.plot(minutes, c["pass_at_1"], marker="o", label=arm)
+        ax.fill_between(minutes, c["low"], c["high"], alpha=0.2)
+    ax.set_xlabel("training wall-clock (min): generation + evaluation + update")
+    ax.set_ylabel("pass@1 (training rollouts, smoothed)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(args: argparse.Namespace) -> dict:
+    torch.set_num_threads(args.threads)
+    warm_cfg = WarmupConfig(sft_steps=args.sft_steps)
+    t0 = time.perf_counter()
+    policy, split, warm_meta = warmup_policy(warm_cfg, backend=args.backend)
+    warm_s = time.perf_counter() - t0
+    from leap_agents.mini.data import mini_tasks
+
+    by_id = {t.id: t for t in mini_tasks()}
+    train = [by_id[i] for i in split.train]
+    held = [by_id[i] for i in split.held_out]
+    backend = args.backend or pick_backend()
+    start_state = copy.deepcopy(policy.model.state_dict())
+    runs: dict[str, list[dict]] = {arm: [] for arm in args.arms}
+    with Judge(backend, workers=args.workers) as judge:
+        initial = {"held_out": evaluate_policy(policy, held, judge, args.eval_samples, args.max_turns)}
+        if args.eval_train:
+            initial["train"] = evaluate_policy(policy, train, judge, args.eval_samples, args.max_turns)
+    log.info("warm-up policy: held-out pass@1 %.2f by turn %s", initial["held_out"]["pass_at_1"],
+             initial["held_out"]["pass_by_turn"])
+    for seed in range(args.seeds):
+        for arm in args.arms:
+            policy.model.load_state_dict(start_state)
+            cfg = ArmConfig(arm=arm, steps=args.steps, tasks_per_step=args.tasks_per_step, group_size=args.group_size,
+                            max_turns=args.max_turns, lr=args.lr, seed=seed)
+            # A fresh evaluation cache per run (in memory and on disk), so no arm inherits another's compiles.
+            os.environ["LEAP_GYM_CACHE"] = tempfile.mkdtemp(prefix=f"leap_mini_{arm}_{seed}_")
+            with Judge(backend, workers=args.workers) as judge:
+                judge([(train[0], "```cuda\n" + "// warm the worker\n```")])  # start workers off the clock
+                history = train_arm(policy, train, cfg, judge)
+                final = {"held_out": evaluate_policy(policy, held, judge, args.eval_samples, args.max_turns)}
+                if args.eval_train:
+                    final["train"] = evaluate_policy(policy, train, judge, args.eval_samples, args.max_turns)
+            runs[arm].append({"seed": seed, "config": vars(cfg) if hasattr(cfg, "__dict__") else {},
+                              "history": [stats_dict(s) for s in history], "final": final})
+            log.info("%s seed %d done: train pass@1 %.2f (last step), held-out %.2f, wall %.0f s", arm, seed,
+                     history[-1].pass_at_1, final["held_out"]["pass_at_1"], sum(s.wall_s for s in history))
+    curves = {arm: arm_curve(rs, args.window) for arm, rs in runs.items() if rs}
+    summary = summarize(runs, curves)
+    return {"args": vars(args), "backend": backend, "split": split.to_dict(), "warmup": warm_meta,
+            "warmup_seconds": warm_s, "initial": initial, "runs": runs, "curves": curves, "summary": summary}
+
+
+def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[float]]]) -> dict:
+    out: dict = {"arms": {}}
+    for arm, rs in runs.items():
+        if not rs:
+            continue
+        final = [curves[arm]["pass_at_1"][-1]]
+        held = [r["final"]["held_out"]["pass_at_1"] for r in rs]
+        walls = [sum(h["wall_s"] for h in r["history"]) for r in rs]
+        split = {k: statistics.fmean(sum(h[k] for h in r["history"]) for r in rs)
+                 for k in ("generation_s", "evaluation_s", "update_s")}
+        turns = statistics.fmean(sum(sum(h["turn_counts"]) for h in r["history"]) for r in rs)
+        decisions: dict[str, int] = {}
+        for r in rs:
+            for h in r["history"]:
+                for k, v in h["decisions"].items():
+                    decisions[k] = decisions.get(k, 0) + v
+        out["arms"][arm] = {
+            "final_pass_at_1_smoothed": final[0],
+            "final_pass_at_1_per_seed": [r["history"][-1]["pass_at_1"] for r in rs],
+            "held_out_pass_at_1": statistics.fmean(held), "held_out_spread": statistics.pstdev(held) if len(held) > 1 else 0,
+            "held_out_pass_by_turn": [statistics.fmean(x) for x in zip(*[r["final"]["held_out"]["pass_by_turn"] for r in rs])],
+            "wall_s": statistics.fmean(walls), "wall_split_s": split, "turns": turns, "decisions": decisions,
+        }
+        if all("train" in r["final"] for r in rs):
+            out["arms"][arm]["train_eval_pass_at_1"] = statistics.fmean(r["final"]["train"]["pass_at_1"] for r in rs)
+            out["arms"][arm]["train_eval_pass_by_turn"] = [
+                statistics.fmean(x) for x in zip(*[r["final"]["train"]["pass_by_turn"] for r in rs])]
+    if "multi_turn" in curves and "leap" in curves:
+        target = curves["multi_turn"]["pass_at_1"][-1]
+        t_base = time_to_reach(curves["multi_turn"], target)
+        t_leap = time_to_reach(curves["leap"], target)
+        out["target_pass_at_1"] = target
+        out["multi_turn_time_to_target_s"] = t_base
+        out["leap_time_to_target_s"] = t_leap
+        out["speedup_leap_vs_multi_turn"] = (t_base / t_leap) if (t_base and t_leap) else None
+    return out
+
+
+def print_summary(result: dict) -> None:
+    s = result["summary"]
+    print(f"\nLEAP-mini on the {result['backend']} backend; warm-up {result['warmup_seconds']:.0f} s "
+          f"({result['warmup'].get('parameters', 0) / 1e6:.2f}M parameters); held-out before RL: "
+          f"{result['initial']['held_out']['pass_at_1']:.2f}")
+    print(f"{'arm':<12} {'pass@1':>7} {'held-out':>9} {'wall s':>7} {'gen s':>6} {'eval s':>7} {'upd s':>6} {'turns':>6}")
+    for arm, a in s["arms"].items():
+        w = a["wall_split_s"]
+        print(f"{arm:<12} {a['final_pass_at_1_smoothed']:>7.2f} {a['held_out_pass_at_1']:>9.2f} {a['wall_s']:>7.0f} "
+              f"{w['generation_s']:>6.0f} {w['evaluation_s']:>7.0f} {w['update_s']:>6.0f} {a['turns']:>6.0f}")
+    if "target_pass_at_1" in s:
+        ratio = s["speedup_leap_vs_multi_turn"]
+        print(f"target (multi-turn's final smoothed pass@1): {s['target_pass_at_1']:.2f}; multi-turn reaches it at "
+              f"{s['multi_turn_time_to_target_s'] or float('nan'):.0f} s, LEAP at "
+              + (f"{s['leap_time_to_target_s']:.0f} s" if s["leap_time_to_target_s"] else "never (within its steps)"))
+        print("wall-clock ratio multi-turn / LEAP to that pass@1: " + (f"{ratio:.2f}x" if ratio else "n/a"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="a few-minute version: 1 seed, 2 steps, small batches")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--tasks-per-step", type=int, default=6)
+    p.add_argument("--group-size", type=int, default=4)
+    p.add_argument("--max-turns", type=int, default=3)
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--sft-steps", type=int, default=WarmupConfig().sft_steps)
+    p.add_argument("--eval-samples", type=int, default=2, help="samples per held-out task at start and end")
+    p.add_argument("--eval-train", action="store_true", help="also judge every training task at the end")
+    p.add_argument("--window", type=int, default=3, help="steps in the pass@1 smoothing window")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--backend", default=None, help="cpu (default where available) or compile-only")
+    p.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
+    p.add_argument("--out", default="benchmarks/results", help="folder of the JSON and the plot")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.seeds, args.steps, args.tasks_per_step, args.group_size, args.window = 1, 2, 3, 2, 1
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    result = run(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "leap_vs_baselines.json").write_text(json.dumps(result, indent=1, default=str))
+    plot(result["curves"], out / "leap_vs_baselines.png",
+         f"LEAP-mini, {args.seeds} seed(s), {args.steps} steps x {args.tasks_per_step} tasks x G={args.group_size}")
+    print_summary(result)
+    print(f"\nwrote {out / 'leap_vs_baselines.json'} and {out / 'leap_vs_baselines.png'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""LEAP-mini warm-up data: mutants are judged in the environment and their real feedback is paired
+with the fix; the split keeps held-out tasks out of every training text."""
+
+from __future__ import annotations
+
+import pytest
+
+from leap_agents.mini.data import (Split, as_response, brief_feedback, check_split, make_split, mini_tasks,
+                                   reference_cuda, render_prompt, task_header)
+from leap_agents.mini.judge import Judge
+from leap_agents.mini.mutants import OPERATORS, mutants
+from leap_agents.mini.warmup import build_examples, tokenizer_corpus
+
+pytest.importorskip("tokenizers")
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return mini_tasks()
+
+
+@pytest.fixture(scope="module")
+def by_id(tasks):
+    return {t.id: t for t in tasks}
+
+
+def test_mini_tasks_are_short_form_level1(tasks):
+    assert len(tasks) >= 15
+    for t in tasks:
+        assert t.level == 1 and t.has_wrapper and t.size == "cpu"
+        assert task_header(t).startswith(f"task {t.id.split('/')[1]}: ")
+
+
+def test_split_is_deterministic_and_disjoint(tasks):
+    a, b = make_split(tasks, held_out=6, seed=0), make_split(tasks, held_out=6, seed=0)
+    assert a == b and len(a.held_out) == 6
+    assert not set(a.train) & set(a.held_out)
+    assert sorted(a.train + a.held_out) == sorted(t.id for t in tasks)
+    assert make_split(tasks, held_out=6, seed=1) != a
+
+
+def test_no_held_out_task_in_training_data(tasks, by_id):
+    split = make_split(tasks, held_out=6, seed=0)
+    with Judge("compile-only") as judge:
+        examples, stats = build_examples(tasks, split, judge, mutants_per_task=3, first_turn_weight=1)
+    texts = [e.prompt + e.response for e in examples]
+    assert {e.task_id for e in examples} <= set(split.train)
+    check_split(split, texts, by_id)  # raises on a leak
+    corpus = tokenizer_corpus(tasks, split)
+    for task_id in split.held_out:
+        ref = reference_cuda(by_id[task_id])
+        assert not any(ref.strip() in t for t in texts + corpus)
+    # the check really detects a leak
+    leaked = texts + [render_prompt(by_id[split.held_out[0]]) + as_response(reference_cuda(by_id[split.held_out[0]]))]
+    with pytest.raises(AssertionError, match="leaks"):
+        check_split(split, leaked, by_id)
+
+
+def test_mutation_operators_change_the_source(by_id):
+    src = reference_cuda(by_id["level1/relu"])
+    out = mutants(src, 8, seed=0)
+    assert len(out) >= 5 and all(m != src for _, m in out)
+    assert {name for name, _ in out} <= {op.name for op in OPERATORS}
+
+
+def test_mutants_judged_on_the_cpu_backend_pair_real_feedback_with_the_fix(tasks, by_id):
+    """Real compilation and real execution: a syntax slip is a COMPILE_ERROR, a wrong index a
+    WRONG_OUTPUT; each kept mutant's prompt holds its own feedback and its target is the reference."""
+    relu = by_id["level1/relu"]
+    split = Split(train=["level1/relu"], held_out=[])
+    src = reference_cuda(relu)
+    chosen = [("missing_semicolon", src.replace("fmaxf(x[i], 0.0f);", "fmaxf(x[i], 0.0f)")),
+              ("wrong_operator", src.replace("fmaxf(x[i], 0.0f)", "fminf(x[i], 0.0f)"))]
+    assert all(m != src for _, m in chosen)
+    with Judge("cpu", workers=1) as judge:
+        results = judge([(relu, as_response(m)) for _, m in chosen])
+        assert [r.status for r in results] == ["COMPILE_ERROR", "WRONG_OUTPUT"], [r.message for r in results]
+        examples, stats = build_examples([relu], split, judge, mutants_per_task=4, first_turn_weight=1, seed=3)
+    repairs = [e for e in examples if e.kind == "repair"]
+    assert stats["mutants"] == 4 and stats["kept"] == len(repairs) >= 1
+    for e in repairs:
+        assert e.response == as_response(src)
+        assert f"fb {e.status}" in e.prompt and e.prompt.endswith("fix:\n")
+    firsts = [e for e in examples if e.kind == "first_turn"]
+    assert firsts and firsts[0].prompt.endswith("answer:\n")
+    # the feedback line holds the facts: the compiler's message, the mismatch numbers
+    assert "expected a \";\"" in brief_feedback(results[0])
+    assert "mismatched" in brief_feedback(results[1])

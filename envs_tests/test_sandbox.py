@@ -410,10 +410,22 @@ def test_close_during_a_call_returns_it(sandbox):
     assert p.run(fn("echo"), 1).ok
     future = p.submit(fn("sleep"), 60)
     time.sleep(0.5)
+    waiting: list = []
+
+    def wait_for_slot():  # a second caller queued behind the first must not hang on close
+        try:
+            waiting.append(p.run(fn("echo"), 1))
+        except RuntimeError as exc:
+            waiting.append(exc)
+
+    waiter = threading.Thread(target=wait_for_slot)
+    waiter.start()
     start = time.monotonic()
     p.close()
     out = future.result(timeout=30)
     assert not out.ok and out.failure == "crash" and "closed" in out.message
+    waiter.join(timeout=30)
+    assert not waiter.is_alive() and isinstance(waiting[0], RuntimeError)
     assert time.monotonic() - start < 15
 
 

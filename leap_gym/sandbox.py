@@ -254,7 +254,16 @@ class WorkerPool:
         try:
             if self._closed:
                 raise RuntimeError("WorkerPool.run on a closed pool; create a new WorkerPool")
-            return self._run_in_slot(slot, request, self.limits.wall_time_s if timeout is None else timeout)
+            try:
+                return self._run_in_slot(slot, request, self.limits.wall_time_s if timeout is None else timeout)
+            except Exception as exc:  # noqa: BLE001 - the host failed (no fds, no uid left): still an outcome
+                log.exception("sandbox: the call could not be run")
+                worker = self._workers[slot]
+                if worker is not None:
+                    worker.kill()
+                    self._workers[slot] = None
+                return WorkerOutcome(False, failure="crash", message=f"the sandbox could not run the call: {exc}",
+                                     replaced=True)
         finally:
             self._slots.put(slot)
 
@@ -280,13 +289,16 @@ class WorkerPool:
             if worker is not None and not worker.dead and worker.proc.returncode is None:
                 worker.signal_kill()  # calls in flight see their worker die and return
         deadline = time.monotonic() + 30
+        held = []
         for _ in range(self.size):  # wait for them, so no fd is closed under a reader
             try:
-                self._slots.get(timeout=max(0.1, deadline - time.monotonic()))
+                held.append(self._slots.get(timeout=max(0.1, deadline - time.monotonic())))
             except queue.Empty:
                 log.warning("WorkerPool.close: a call did not return within 30 s")
                 break
         self._finalizer()
+        for slot in held:  # callers still waiting for a slot wake up and see the pool closed
+            self._slots.put(slot)
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -348,6 +360,13 @@ class WorkerPool:
             proc = subprocess.Popen([sys.executable, "-I", "-c", _BOOT, json.dumps(cfg)], stdin=subprocess.DEVNULL,
                                     stdout=log_w, stderr=log_w, pass_fds=(to_r, from_w), env=env, cwd=workdir,
                                     start_new_session=True, close_fds=True)
+        except BaseException:
+            for fd in (to_w, from_r, log_r):
+                os.close(fd)
+            shutil.rmtree(workdir, ignore_errors=True)
+            if lease is not None:
+                lease.release()
+            raise
         finally:
             for fd in (to_r, from_w, log_w):
                 os.close(fd)
@@ -356,8 +375,10 @@ class WorkerPool:
         worker = Worker(proc, to_w, from_r, log_r, workdir, lease)
         start = time.monotonic()
         try:
-            hello = pickle.loads(recv(from_r, start + lim.startup_timeout_s, 1 << 20))
-        except (EOFError, TransportTimeout, ReplyTooBig, pickle.UnpicklingError) as exc:
+            hello = ReplyUnpickler(recv(from_r, start + lim.startup_timeout_s, 1 << 20), (), frozenset()).load()
+            if not isinstance(hello, dict):
+                raise pickle.UnpicklingError("the worker's greeting is not a dict")
+        except (EOFError, OSError, TransportTimeout, ReplyTooBig, pickle.UnpicklingError) as exc:
             tail = worker.stderr_tail(self.limits.stderr_tail_bytes)
             code = worker.kill()
             why = "timed out" if isinstance(exc, TransportTimeout) else f"exited ({exit_text(code)})"

@@ -15,13 +15,20 @@ Confinement of a worker (what each layer needs; `WorkerPool.isolation` reports w
 - a private working directory (cwd, ``HOME`` and ``TMPDIR``), emptied before each call and
   removed with the worker; a scrubbed environment (``PATH``, ``HOME``, ``TMPDIR``, ``LANG``, the
   names in ``env_allow`` that the caller's environment has, and ``env``);
+- a pid namespace (where allowed): the worker runs under a small init that reaps and, when the
+  worker ends, takes every process the user code started with it (``setsid`` and double forks
+  included); the worker is a child subreaper, so a call that leaves a process running gets its
+  worker replaced;
 - started as root: a fresh network namespace (no interface up: every connect fails), a fresh
   mount namespace in which the whole file system is read-only and nosuid except the working
-  directory and ``writable_dirs``, then a dedicated unprivileged uid per worker (which drops
-  every capability, makes ``RLIMIT_NPROC`` bind and lets the pool kill every process the worker
-  started, even those that left its process group) and ``PR_SET_NO_NEW_PRIVS``;
-- started as another user: a user namespace with a network namespace when the kernel allows
-  unprivileged user namespaces (best effort; no read-only view, no uid of its own).
+  directory and ``writable_dirs``, with a private ``/proc`` and the interpreter made reachable
+  where it lives under a closed directory (a tmpfs over e.g. ``/root`` with only the needed
+  paths bound back, which also hides the rest), then a dedicated unprivileged uid per worker
+  (which drops every capability, makes ``RLIMIT_NPROC`` bind and lets the pool kill every
+  process of that uid) and ``PR_SET_NO_NEW_PRIVS``;
+- started as another user: a user namespace with network and pid namespaces when the kernel
+  allows unprivileged user namespaces (no read-only view, no uid of its own: files the user may
+  write, the worker may write).
 
 The parent never blocks on a worker: the protocol runs on two dedicated pipes with a deadline on
 every read and write; the worker's stdout and stderr go to a file of bounded size

@@ -50,7 +50,8 @@ class DCPConfig:
     easy_threshold: float = field(default=0.5, metadata={
         "help": "a group whose pass rate so far is at least this stops refining"})
     progress_rank: int = field(default=COMPILED_RANK, metadata={
-        "help": "status rank counting as progress (0 format, 1 compile error, 2 compiled, 3 wrong output)"})
+        "help": "status rank counting as progress (0 format, 1 compile error, 2 compiled, 3 wrong output); "
+                "the rollout engine caps it below the backend's top status (1 on compile-only)"})
     hopeless_estimate: float = field(default=0.0, metadata={
         "help": "a task whose running solve estimate is at most this is hopeless (with min_history epochs)"})
     min_history: int = field(default=2, metadata={"help": "epochs of history before the estimate can prune"})

@@ -95,6 +95,13 @@ class RolloutEngine:
         self.env_factory = env_factory
         self._envs: list[Any] = []
 
+    @property
+    def progress_rank(self) -> int:
+        """DCP's progress rank, kept below the backend's top status (compile-only tops out at COMPILED = 2,
+        which counts as solved there, so a compile error, rank 1, is progress)."""
+        top = STATUS_RANK["COMPILED"] if self.backend == "compile-only" else STATUS_RANK["CORRECT"]
+        return min(self.dcp.progress_rank, top - 1)
+
     def _env(self, i: int) -> Any:
         import gymnasium as gym
 
@@ -193,7 +200,7 @@ class RolloutEngine:
             task_id = group[0].task_id
             decisions = dcp_decide([t.solved for t in group], [t.best_progress for t in group], turn, self.config.max_turns,
                                    d.easy_threshold, prev_best_progress=[prev_best[id(t)] for t in group],
-                                   progress_rank=d.progress_rank, history_estimate=self.tracker.estimate(task_id),
+                                   progress_rank=self.progress_rank, history_estimate=self.tracker.estimate(task_id),
                                    history_count=self.tracker.count(task_id), hopeless_estimate=d.hopeless_estimate,
                                    min_history=d.min_history, enabled=d.enabled)
             for traj, decision in zip(group, decisions):

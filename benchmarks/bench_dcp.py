@@ -6,8 +6,9 @@ failure is a kernel that does not compile or, for hopeless tasks, a response wit
 A trajectory's chance to solve at turn t is ``1 - (1 - p) * (1 - gain)^(t-1)`` (refinement helps),
 except that hopeless tasks (p = 0) never solve. Both arms see the same tasks and the same random
 draws; only DCP differs. Tokens are the responses' lengths in characters / 4. On compile-only the
-status ladder tops out at COMPILED, so DCP's progress rank is 1: a well-formed kernel that does not
-compile yet counts as progress; only groups that never write code are pruned as hopeless at once.
+status ladder tops out at COMPILED, so the engine lowers DCP's progress rank to 1: a well-formed
+kernel that does not compile yet counts as progress; only groups that never write code are pruned
+as hopeless at once.
 
     python benchmarks/bench_dcp.py [--steps 6 --tasks-per-step 8 --group-size 8 --max-turns 4]
 """
@@ -67,8 +68,7 @@ def run_arm(dcp_on: bool, args: argparse.Namespace, tasks: list[Any]) -> list[di
     engine = RolloutEngine(policy, tasks, backend="compile-only",
                            config=RolloutConfig(group_size=args.group_size, max_turns=args.max_turns,
                                                 eval_workers=args.workers, progress_bar=False),
-                           dcp=DCPConfig(enabled=dcp_on, easy_threshold=args.easy_threshold, min_history=2,
-                                         progress_rank=1))
+                           dcp=DCPConfig(enabled=dcp_on, easy_threshold=args.easy_threshold, min_history=2))
     ids = [t.id for t in tasks]
     rng = random.Random(args.seed)
     rows = []

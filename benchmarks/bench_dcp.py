@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import leap_gym
-from leap_agents import DCPConfig, dcp_decide  # noqa: F401 - dcp_decide is what the hook calls
+from leap_agents import DCPConfig
 from leap_agents.policies.base import Generation
 from leap_agents.rewards import group_advantages
 from leap_agents.rollout import RolloutConfig, RolloutEngine

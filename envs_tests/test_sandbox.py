@@ -510,3 +510,18 @@ def test_non_root_caller_gets_user_net_and_pid_namespaces(tmp_path):
         while _live_processes_of(uid) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _live_processes_of(uid) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+def test_gpu_device_nodes_decide_the_groups(tmp_path):
+    from leap_gym._sandbox_host import device_groups
+
+    node = tmp_path / "nvidia0"
+    os.mknod(node, 0o020666, os.makedev(1, 3))  # a character device like /dev/null
+    node.chmod(0o666)
+    assert device_groups((str(node),)) == ([], True)
+    os.chown(node, 0, 4321)
+    node.chmod(0o660)
+    assert device_groups((str(node),)) == ([4321], True)
+    node.chmod(0o600)
+    assert device_groups((str(node),)) == ([], False)

@@ -322,3 +322,29 @@ def share_with_group(path: str, gid: int) -> None:
                 log.debug("could not share %s with the sandbox group: %s", name, exc)
             finally:
                 os.close(fd)
+
+
+def device_groups(patterns: tuple[str, ...] = ("/dev/nvidia*", "/dev/dri/*", "/dev/kfd")) -> tuple[list[int], bool]:
+    """Supplementary groups a dropped uid needs for the GPU device nodes, and whether that suffices.
+
+    A node open to others needs nothing; one open to its group needs that group; one open only to
+    its owner cannot be used by another uid (then the pool keeps the caller's uid).
+    """
+    import glob
+
+    groups: set[int] = set()
+    for pattern in patterns:
+        for node in glob.glob(pattern):
+            try:
+                st = os.stat(node)
+            except OSError:
+                continue
+            if not (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)):
+                continue
+            if st.st_mode & 0o006 == 0o006:
+                continue
+            if st.st_mode & 0o060 == 0o060:
+                groups.add(st.st_gid)
+                continue
+            return [], False
+    return sorted(groups), True

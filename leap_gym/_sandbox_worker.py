@@ -212,7 +212,7 @@ def _confine(cfg: dict[str, Any], notes: list[str]) -> dict[str, Any]:
             drop = False
             notes.append(f"uid not dropped: {closed[0]} is out of an unprivileged uid's reach without a mount namespace")
     if drop:
-        os.setgroups([])
+        os.setgroups(cfg.get("groups") or [])  # only the groups that own the GPU device nodes, if any
         os.setgid(cfg["gid"])
         os.setuid(cfg["uid"])  # all capabilities go with uid 0
         applied["uid"] = os.getuid()

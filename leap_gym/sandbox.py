@@ -59,7 +59,7 @@ from typing import Any, Iterable
 
 from leap_gym._sandbox_host import (ReplyTooBig, ReplyUnpickler, TransportTimeout, UidLease, Worker, clear_dir,
                                     exit_text, has_strays, needed_paths, recv, send, share_with_group, split_code,
-                                    unreachable_ancestor)
+                                    unreachable_ancestor, device_groups)
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +208,15 @@ class WorkerPool:
         root = os.geteuid() == 0
         self.drop_privileges = root if drop_privileges is None else bool(drop_privileges and root)
         self._expose = needed_paths()
+        self._device_groups: list[int] = []
+        if self.drop_privileges:
+            groups, reachable = device_groups()
+            if reachable:
+                self._device_groups = groups
+            else:
+                log.warning("sandbox: the GPU device nodes are not open to an unprivileged uid; workers keep the "
+                            "caller's uid (namespaces and the read-only file system still apply)")
+                self.drop_privileges = False
         if self.drop_privileges and not read_only_fs and any(unreachable_ancestor(p) for p in self._expose):
             log.warning("sandbox: the Python installation is not reachable by an unprivileged uid and no "
                         "mount namespace is asked for; workers keep the caller's uid")
@@ -358,6 +367,7 @@ class WorkerPool:
             "isolate_network": self.isolate_network, "read_only_fs": self.read_only_fs,
             "isolate_processes": self.isolate_processes,
             "uid": lease.uid if lease else None, "gid": self.uid_base if lease else None,
+            "groups": self._device_groups,
             "limits": {"address_space_bytes": lim.address_space_bytes, "file_size_bytes": lim.file_size_bytes,
                        "open_files": lim.open_files, "cpu_time_s": lim.cpu_time_s,
                        "cpu_lifetime_s": lim.cpu_lifetime_s, "max_processes": lim.max_processes},

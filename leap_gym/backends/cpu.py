@@ -65,7 +65,8 @@ SHIM_INCLUDE = RUNTIME_DIR / "include"
 RUNTIME_FILES = ("leap_cuda_cpu.h", "leap_cuda_math.h", "leap_cuda_half.h", "leap_runtime.cpp")
 SOURCE_NAME = "kernel.cu"
 DEFAULT_SHARED_MEM = 48 * 1024
-COMMON_FLAGS = ("-std=c++17", "-fPIC", "-fno-strict-aliasing", "-fno-math-errno", "-pthread", "-w")
+# -fno-finite-loops: an infinite loop stays one (a TIMEOUT, as on a GPU) instead of being deleted
+COMMON_FLAGS = ("-std=c++17", "-fPIC", "-fno-strict-aliasing", "-fno-math-errno", "-fno-finite-loops", "-pthread", "-w")
 FAST_FLAGS = ("-O2",)
 CHECKED_FLAGS = ("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer")
 ERROR_KINDS = {1: "kernel_error", 2: "deadlock", 3: "unsupported", 4: "launch", 5: "out_of_bounds"}
@@ -426,7 +427,11 @@ class CpuLauncher:
         located = self._locate(name, grid, block, shared_mem, args, tensors)
         if located:
             first, *rest = located.splitlines()
-            message = "\n".join([f"{first} ({arg})", *rest])
+            if " write " in first:
+                first += f" ({arg})"
+            else:  # ASan stopped at an earlier bad read; the guards saw the write
+                rest.append(f"  it also writes out of bounds: {arg} at element {fault['index']}")
+            message = "\n".join([first, *rest])
         raise KernelRuntimeError(message.rstrip(), "out_of_bounds")
 
     def _launch(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,

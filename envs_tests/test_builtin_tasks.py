@@ -129,5 +129,6 @@ def _cpu_backend_available() -> bool:
 def test_reference_solution_is_correct_on_cpu_backend(task: Task, index: int):
     import leap_gym
 
-    result = leap_gym.evaluate(task.with_size("cpu"), task.reference_solutions[index], backend="cpu")
+    # a generous limit: the suite shares two cores with other tests, and a TIMEOUT here would not be the kernel's fault
+    result = leap_gym.evaluate(task.with_size("cpu"), task.reference_solutions[index], backend="cpu", timeout_s=120.0)
     assert result.status == "CORRECT", f"{result.status}: {result.message}\n" + "\n".join(result.errors[:10])

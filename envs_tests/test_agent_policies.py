@@ -112,3 +112,17 @@ def test_openai_policy_against_loopback_server():
             OpenAIPolicy("http://127.0.0.1:9/v1", "m", max_retries=1, backoff_s=0.01, timeout_s=2).generate(histories[:1])
     finally:
         server.shutdown()
+
+
+def test_lora_needs_peft_or_wraps_the_model(tiny):
+    import importlib.util
+
+    from leap_agents.policies.hf import apply_lora
+
+    model, _ = tiny
+    if importlib.util.find_spec("peft") is None:
+        with pytest.raises(ImportError, match="pip install"):
+            apply_lora(model, r=4)
+    else:  # pragma: no cover - with the lora extra installed
+        wrapped = apply_lora(model, r=4, target_modules=["q_proj", "v_proj"])
+        assert any("lora" in n for n, p in wrapped.named_parameters() if p.requires_grad)

@@ -528,3 +528,22 @@ extern "C" __global__ void cg_sum(const float* x, float* out, int n) {
     out = torch.zeros(1)
     k.cg_sum(20, 256, x, out, 5000)
     assert torch.allclose(out, x.sum().view(1), atol=1e-3)
+
+
+def test_static_plus_dynamic_shared_memory_over_the_limit_is_a_launch_error():
+    k = load(r'''
+extern "C" __global__ void big(float* y) {
+    __shared__ float tile[10000];                 // 40000 bytes of static shared memory
+    extern __shared__ float extra[];
+    tile[threadIdx.x] = 1.0f;
+    extra[threadIdx.x] = 2.0f;
+    __syncthreads();
+    y[threadIdx.x] = tile[threadIdx.x ^ 1] + extra[threadIdx.x ^ 1];
+}''')
+    assert k._launcher.static_shared["big"] == 40000
+    y = torch.zeros(32)
+    k.big(1, 32, y, shared_mem=8000)
+    assert (y == 3).all()
+    with pytest.raises(KernelRuntimeError) as info:
+        k.big(1, 32, y, shared_mem=10000)
+    assert info.value.detail == "launch" and "too many resources" in str(info.value)

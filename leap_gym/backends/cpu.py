@@ -47,6 +47,7 @@ import logging
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -325,6 +326,35 @@ def build_module(cuda_source: str, kernel_names: list[str], arch: str, checked: 
     return target
 
 
+def static_shared_bytes(cubin: bytes) -> dict[str, int]:
+    """Per-kernel static shared memory from a CUBIN's ``.nv.shared.<kernel>`` sections.
+
+    The sections of sm_80 and later include the 1 KiB the system reserves per block, which does not
+    count against the launch limit and is taken off here. Returns {} for anything but an ELF64 image.
+    """
+    if len(cubin) < 64 or cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        return {}
+    try:
+        shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+        sections = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+        names_at = sections[shstrndx][4]
+        out: dict[str, int] = {}
+        reserved = 0
+        for sec in sections:
+            start = names_at + sec[0]
+            name = cubin[start:cubin.index(b"\0", start)].decode(errors="replace")
+            if name.startswith(".nv.shared.reserved"):
+                reserved = max(reserved, 1024)
+            elif name.startswith(".nv.shared."):
+                out[name[len(".nv.shared."):]] = sec[5]
+        if reserved:
+            out = {k: max(0, v - reserved) for k, v in out.items()}
+        return out
+    except (struct.error, ValueError, IndexError):
+        return {}
+
+
 # ------------------------------------------------------------------------------------------------
 # Launching
 # ------------------------------------------------------------------------------------------------
@@ -350,7 +380,7 @@ class CpuLauncher:
     device = "cpu"
 
     def __init__(self, path: Path, cuda_source: str, signatures: dict[str, KernelSignature], arch: str,
-                 checked: bool, workers: int, shuffle: bool, seed: int):
+                 checked: bool, workers: int, shuffle: bool, seed: int, cubin: bytes = b""):
         self.path = path
         self.cuda_source = cuda_source
         self.signatures = signatures
@@ -360,6 +390,7 @@ class CpuLauncher:
         self.shuffle = shuffle
         self.seed = seed
         self.max_shared_mem = DEFAULT_SHARED_MEM
+        self.static_shared = static_shared_bytes(cubin)
         self._lib = ctypes.CDLL(str(path))
         self._entries: dict[str, Any] = {}
         for name in signatures:
@@ -384,6 +415,12 @@ class CpuLauncher:
         """
         if name not in self._entries:
             raise KernelRuntimeError(f"no kernel named '{name}' in this module", "launch")
+        static = self.static_shared.get(name, 0)
+        if static + shared_mem > self.max_shared_mem:
+            raise KernelRuntimeError(
+                f"CUDA error: too many resources requested for launch (kernel '{name}': {static} bytes of static "
+                f"__shared__ memory + {shared_mem} bytes of dynamic shared memory > {self.max_shared_mem} bytes per "
+                "block); use less shared memory per block", "launch")
         if tensors is None:
             tensors = _caller_tensors(args)
         if tensors is not None and not any(t is not None for t in tensors):
@@ -614,7 +651,8 @@ class CpuBackend(Backend):
             log.warning("checked CPU build requested but libasan is not preloaded; using the normal build")
             checked = False
         path = build_module(cuda_source, sorted(signatures), arch, checked)
-        return CpuLauncher(path, cuda_source, signatures, arch, checked, self.workers, self.shuffle, self.seed)
+        return CpuLauncher(path, cuda_source, signatures, arch, checked, self.workers, self.shuffle, self.seed,
+                           cubin or b"")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -55,3 +55,10 @@ ptxas info    : Function properties for k
 ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem"""
     res = parse_ptxas(log)["k"]
     assert (res.registers, res.shared_mem_bytes, res.spill_stores_bytes, res.spill_loads_bytes) == (255, 4096, 8, 12)
+
+
+def test_failures_without_a_source_line_are_not_cached():
+    # An unknown option fails the whole compilation, as a missing library would: nothing is cached.
+    first = compile_cuda(GOOD, "sm_90", options=("--no-such-option",))
+    again = compile_cuda(GOOD, "sm_90", options=("--no-such-option",))
+    assert not first.ok and not again.cached

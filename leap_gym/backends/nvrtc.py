@@ -186,6 +186,8 @@ def compile_cuda(source: str, arch: str = DEFAULT_ARCH, options: tuple[str, ...]
         except Exception:  # a torn or foreign file: compile again
             log.debug("ignoring unreadable cache entry %s", disk_path)
     result = _compile_uncached(source, arch, tuple(options))
+    if not result.ok and not any(d.line for d in result.errors):
+        return result  # a failure of the installation, not of the source: never cached
     _remember(key, result)
     if use_disk_cache:
         try:

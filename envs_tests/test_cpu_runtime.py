@@ -547,3 +547,50 @@ extern "C" __global__ void big(float* y) {
     with pytest.raises(KernelRuntimeError) as info:
         k.big(1, 32, y, shared_mem=10000)
     assert info.value.detail == "launch" and "too many resources" in str(info.value)
+
+
+def test_shared_and_constant_declaration_forms():
+    k = load(r'''
+__constant__ float coeffs[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+extern __shared__ float file_scope_smem[];
+template <typename T>
+__device__ T load_through_shared(const T* x) {
+    extern __shared__ __align__(16) unsigned char raw[];
+    T* s = reinterpret_cast<T*>(raw);
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    return s[(threadIdx.x + 1) % blockDim.x];
+}
+extern "C" __global__ void forms(const float* x, const double* xd, float* y, double* yd) {
+    __shared__ __align__(16) float a[64];
+    alignas(16) __shared__ float b[64];
+    static __shared__ int c[64];
+    a[threadIdx.x] = x[threadIdx.x];
+    b[threadIdx.x] = 2.0f * x[threadIdx.x];
+    c[threadIdx.x] = (int)threadIdx.x;
+    __syncthreads();
+    float v = a[63 - threadIdx.x] + b[threadIdx.x] + (float)c[threadIdx.x] * coeffs[threadIdx.x % 4];
+    __syncthreads();
+    file_scope_smem[threadIdx.x] = v;
+    __syncthreads();
+    y[threadIdx.x] = file_scope_smem[threadIdx.x];
+    __syncthreads();
+    yd[threadIdx.x] = load_through_shared<double>(xd);
+}''')
+    x = torch.randn(64)
+    xd = torch.randn(64, dtype=torch.float64)
+    y = torch.empty(64)
+    yd = torch.empty(64, dtype=torch.float64)
+    k.forms(1, 64, x, xd, y, yd, shared_mem=64 * 8)
+    t = torch.arange(64)
+    expected = x.flip(0) + 2 * x + t.float() * torch.tensor([1.0, 2.0, 3.0, 4.0])[t % 4]
+    assert torch.allclose(y, expected)
+    assert torch.equal(yd, xd.roll(-1))
+
+
+def test_host_build_failure_names_the_missing_feature():
+    with pytest.raises(KernelRuntimeError) as info:
+        load(r'''
+#include <cuda_fp8.h>
+extern "C" __global__ void k(float* y) { __nv_fp8_e4m3 v(y[0]); y[0] = float(v); }''')
+    assert info.value.detail == "unsupported" and "cuda_fp8.h" in str(info.value)

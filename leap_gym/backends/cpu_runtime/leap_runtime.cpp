@@ -556,6 +556,8 @@ void worker_main(LeapLaunch* L, void (*thunk)(void**), void** args, GridState* g
     w->smem = static_cast<char*>(aligned_alloc(128, (need + 127) & ~size_t(127)));
     w->smem_cap = need;
   }
+  // shared memory starts as garbage on a GPU: NaN / -1 bytes make reads of unwritten slots visible
+  memset(w->smem, 0xFF, need);
   __leap_ctx.bdim = uint3{L->block[0], L->block[1], L->block[2]};
   __leap_ctx.gdim = uint3{L->grid[0], L->grid[1], L->grid[2]};
   __leap_ctx.dyn_smem = w->smem;

@@ -200,6 +200,16 @@ class EvalCache:
         return len(self.results)
 
 
+#: Sub-statuses that say the evaluation machinery failed (a worker killed for memory, a broken worker),
+#: not the response: such results are returned but not cached, so the next request judges again.
+INFRASTRUCTURE_DETAILS = frozenset({"oom", "worker_error", "exception"})
+
+
+def cacheable(result: EvalResult) -> bool:
+    """Whether a result is a deterministic verdict on the response (and may be cached)."""
+    return result.detail not in INFRASTRUCTURE_DETAILS
+
+
 class CachingEvaluator:
     """An `Evaluator` in front of an `EvalCache`: a response judged once is never judged again.
 
@@ -223,7 +233,8 @@ class CachingEvaluator:
             return cached
         self.cache.misses += 1
         result = self.evaluator.evaluate(task, response)
-        self.cache.put(key, result)
+        if cacheable(result):
+            self.cache.put(key, result)
         return result
 
     def submit(self, task: Task, response: str) -> Future:
@@ -234,7 +245,8 @@ class CachingEvaluator:
             future.set_result(cached)
             return future
         future = self.evaluator.submit(task, response)
-        future.add_done_callback(lambda f: self.cache.put(key, f.result()) if f.exception() is None else None)
+        future.add_done_callback(lambda f: self.cache.put(key, f.result())
+                                 if f.exception() is None and cacheable(f.result()) else None)
         return future
 
     def __getattr__(self, name: str) -> Any:
@@ -398,6 +410,10 @@ class CandidateChoiceEnv(gym.Wrapper):
             results = [f.result() for f in futures]
         else:
             results = [evaluator.evaluate(by_id[tid], c.text) for tid, c in jobs]
+        for i, ((tid, cand), result) in enumerate(zip(jobs, results)):
+            if not cacheable(result):   # the machinery failed (e.g. a worker killed for memory): one more try
+                log.warning("re-evaluating a %s candidate of %s after %s", cand.kind, tid, result.detail)
+                results[i] = evaluator.evaluate(by_id[tid], cand.text)
         table: dict[str, list[str]] = {tid: [] for tid in ids}
         for (tid, _), result in zip(jobs, results):
             table[tid].append(result.status)
@@ -461,5 +477,5 @@ def success_rate(env: CandidateChoiceEnv, policy: Callable[[np.ndarray], int], e
     return solved / episodes
 
 
-__all__ = ["Candidate", "CandidateChoiceEnv", "CachingEvaluator", "EvalCache", "FeatureSpec", "LEVELS", "TAG_VOCAB",
+__all__ = ["Candidate", "CandidateChoiceEnv", "CachingEvaluator", "EvalCache", "FeatureSpec", "LEVELS", "TAG_VOCAB", "cacheable",
            "make_candidate_env", "make_candidates", "result_features", "success_rate", "task_features"]

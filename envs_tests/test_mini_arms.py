@@ -61,13 +61,19 @@ def small_policy():
     return policy, relu
 
 
+@pytest.fixture(scope="module")
+def judge():
+    """One judge for the three runs: warm workers, and identical responses judged once."""
+    with Judge("cpu", workers=1) as j:
+        yield j
+
+
 @pytest.mark.parametrize("arm", ARMS)
-def test_two_step_run_of_each_arm(small_policy, arm):
+def test_two_step_run_of_each_arm(small_policy, judge, arm):
     policy, relu = small_policy
     before = {k: v.clone() for k, v in policy.model.state_dict().items()}
     cfg = ArmConfig(arm=arm, steps=2, tasks_per_step=1, group_size=4, max_turns=2, lr=1e-3, seed=0)
-    with Judge("cpu", workers=1) as judge:
-        history = train_arm(policy, [relu], cfg, judge)
+    history = train_arm(policy, [relu], cfg, judge)
     assert len(history) == 2
     for s in history:
         assert s.responses >= 4 and s.generation_s > 0 and s.evaluation_s >= 0

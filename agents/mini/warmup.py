@@ -50,13 +50,13 @@ class WarmupConfig:
     split_seed: int = field(default=0, metadata={"help": "seed of the train/held-out draw"})
     vocab_size: int = field(default=1536, metadata={"help": "BPE vocabulary size (the corpus may give fewer)"})
     model: MiniModelConfig = field(default_factory=MiniModelConfig)
-    mutants_per_task: int = field(default=8, metadata={"help": "mutants evaluated per reference kernel"})
+    mutants_per_task: int = field(default=6, metadata={"help": "mutants evaluated per reference kernel"})
     first_turn_weight: int = field(default=3, metadata={"help": "copies of each first-turn example"})
     sft_steps: int = field(default=300, metadata={"help": "SFT optimizer steps"})
     batch_size: int = field(default=16, metadata={"help": "SFT examples per step"})
-    lr: float = field(default=2e-3, metadata={"help": "SFT peak learning rate (cosine decay)"})
+    lr: float = field(default=3e-3, metadata={"help": "SFT peak learning rate (cosine decay)"})
     seed: int = field(default=0, metadata={"help": "model init and data order seed"})
-    max_new_tokens: int = field(default=400, metadata={"help": "response budget of the policy"})
+    max_new_tokens: int = field(default=300, metadata={"help": "response budget of the policy"})
 
     def key(self) -> str:
         blob = json.dumps(asdict(self), sort_keys=True)
@@ -147,7 +147,7 @@ def sft(policy: MiniPolicy, examples: list[WarmupExample], steps: int, batch_siz
     losses = []
     order: list[int] = []
     for step in range(steps):
-        if len(order) < batch_size:
+        while len(order) < batch_size:
             more = list(range(len(encoded)))
             rng.shuffle(more)
             order += more

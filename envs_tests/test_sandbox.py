@@ -525,3 +525,25 @@ def test_gpu_device_nodes_decide_the_groups(tmp_path):
     assert device_groups((str(node),)) == ([4321], True)
     node.chmod(0o600)
     assert device_groups((str(node),)) == ([], False)
+
+
+def test_worker_outlives_the_thread_that_started_it(sandbox):
+    with sandbox.WorkerPool(prestart=False) as p:
+        first: list = []
+        t = threading.Thread(target=lambda: first.append(p.run(fn("echo"), 1)))
+        t.start()
+        t.join()
+        time.sleep(0.3)
+        second = p.run(fn("echo"), 2)
+        assert first[0].ok and second.ok and second.worker_pid == first[0].worker_pid
+
+
+def test_replacement_starts_in_the_background(sandbox):
+    with sandbox.WorkerPool(preload=[HERE]) as p:
+        crashed = p.run(fn("segfault"), None)
+        assert crashed.failure == "crash"
+        time.sleep(2.5)  # the replacement starts (and imports this module) meanwhile
+        start = time.monotonic()
+        after = p.run(fn("echo"), 3)
+        assert after.ok and after.worker_pid != crashed.worker_pid
+        assert time.monotonic() - start < 1.0

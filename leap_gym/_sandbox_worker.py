@@ -149,7 +149,9 @@ def _confine(cfg: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     libc = _libc()
     applied: dict[str, Any] = {"netns": False, "mountns": False, "pidns": False, "uid": os.getuid(),
                                "no_new_privs": False, "global_pid": os.getpid()}
-    libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # die with the parent
+    # No PR_SET_PDEATHSIG here: it fires when the *thread* that started us ends, and pools start
+    # workers from short-lived threads. The worker ends on EOF of its request pipe instead, which
+    # comes when the caller's process dies; inside, init and worker die with their parents.
     root = os.geteuid() == 0
     flags = 0
     if cfg["isolate_network"]:

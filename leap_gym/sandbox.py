@@ -187,6 +187,8 @@ class WorkerPool:
         result_types: extra ``(module, name)`` globals a reply may contain (see the module doc).
         result_packages: packages whose dataclasses and enums a reply may contain.
         fresh_workdir: empty the working directory before each call.
+        prestart: start a replacement as soon as a worker is lost (in the background, so its
+            imports overlap with whatever the caller does before its next call).
     """
 
     def __init__(self, size: int = 1, limits: SandboxLimits | None = None, env: dict[str, str] | None = None,
@@ -195,7 +197,7 @@ class WorkerPool:
                  isolate_processes: bool = True,
                  drop_privileges: bool | None = None, uid_base: int = 1_200_000,
                  result_types: Iterable[tuple[str, str]] = (), result_packages: Iterable[str] = ("leap_gym",),
-                 fresh_workdir: bool = True):
+                 fresh_workdir: bool = True, prestart: bool = True):
         if size < 1:
             raise ValueError(f"WorkerPool(size={size}): the pool needs at least one worker")
         self.size = size
@@ -244,6 +246,8 @@ class WorkerPool:
         for i in range(size):
             self._slots.put(i)
         self._workers: list[Worker | None] = [None] * size
+        self._pending: dict[int, Future] = {}
+        self.prestart = prestart
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -312,6 +316,14 @@ class WorkerPool:
             except queue.Empty:
                 log.warning("WorkerPool.close: a call did not return within 30 s")
                 break
+        for future in list(self._pending.values()):  # replacements starting in the background
+            try:
+                worker, _ = future.result(timeout=self.limits.startup_timeout_s)
+            except Exception:  # noqa: BLE001
+                continue
+            if worker is not None:
+                worker.kill()
+        self._pending.clear()
         self._finalizer()
         for slot in held:  # callers still waiting for a slot wake up and see the pool closed
             self._slots.put(slot)
@@ -417,6 +429,17 @@ class WorkerPool:
         return worker, None
 
     def _run_in_slot(self, slot: int, request: bytes, timeout: float) -> WorkerOutcome:
+        pending = self._pending.pop(slot, None)
+        if pending is not None:  # a replacement started in the background after the last call
+            try:
+                started, failed = pending.result()
+            except Exception as exc:  # noqa: BLE001 - try again in the foreground
+                log.debug("sandbox: background start failed: %s", exc)
+                started, failed = None, None
+            if failed is not None:
+                return failed
+            if started is not None:
+                self._workers[slot] = started
         worker = self._workers[slot]
         if worker is not None and not worker.dead and worker.proc.poll() is not None:
             log.info("sandbox worker %d died while idle (%s); starting another", worker.proc.pid,
@@ -471,7 +494,26 @@ class WorkerPool:
             if outcome.failure == "crash" and outcome.exit_signal is None and outcome.exit_code is None:
                 outcome.exit_signal, outcome.exit_code = split_code(code)
             self._workers[slot] = None
+            if self.prestart and not self._closed:
+                self._pending[slot] = self._start_in_background(slot)
         return outcome
+
+    def _start_in_background(self, slot: int) -> Future:
+        future: Future = Future()
+
+        def start() -> None:
+            try:
+                worker, failed = self._start(slot)
+            except BaseException as exc:  # noqa: BLE001
+                future.set_exception(exc)
+                return
+            if self._closed and worker is not None:
+                worker.kill()
+                worker = None
+            future.set_result((worker, failed))
+
+        threading.Thread(target=start, name="leap-sandbox-start", daemon=True).start()
+        return future
 
     def _died(self, worker: Worker) -> WorkerOutcome:
         """The worker closed its pipe: wait briefly for it to exit and say how it ended."""

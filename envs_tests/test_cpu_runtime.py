@@ -433,7 +433,7 @@ extern "C" __global__ void relu(const float* x, float* y, int n) {
     assert info.value.detail == "out_of_bounds"
     msg = str(info.value)
     assert "'relu'" in msg and "element 1000" in msg and "'y'" in msg
-    assert "line 6" in msg  # located by the AddressSanitizer replay
+    assert "line 6" in msg  # the guard page after `y` faults; the line comes from the module's line tables
 
 
 def test_trap_and_assert_are_kernel_errors():
@@ -497,7 +497,7 @@ extern "C" __global__ void wild(const float* x, float* y, int n) {
         k.wild(1, 64, x, y, 64)
     assert info.value.detail == "out_of_bounds"
     msg = str(info.value)
-    assert "'wild'" in msg and "line 6" in msg and "segmentation fault" in msg
+    assert "'wild'" in msg and "line 6" in msg and "no argument's buffer" in msg
     # the process and the runtime keep working
     k2 = load(r'''extern "C" __global__ void one(float* y) { y[threadIdx.x] = 1.0f; }''')
     k2.one(1, 32, y)

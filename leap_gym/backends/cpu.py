@@ -44,6 +44,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import logging
+import mmap
 import os
 import re
 import shutil
@@ -68,7 +69,7 @@ SOURCE_NAME = "kernel.cu"
 DEFAULT_SHARED_MEM = 48 * 1024
 # -fno-finite-loops: an infinite loop stays one (a TIMEOUT, as on a GPU) instead of being deleted
 COMMON_FLAGS = ("-std=c++17", "-fPIC", "-fno-strict-aliasing", "-fno-math-errno", "-fno-finite-loops", "-pthread", "-w")
-FAST_FLAGS = ("-O2",)
+FAST_FLAGS = ("-O2", "-g1")  # -g1: line tables, so a faulting instruction maps back to its line
 CHECKED_FLAGS = ("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer")
 ERROR_KINDS = {1: "kernel_error", 2: "deadlock", 3: "unsupported", 4: "launch", 5: "out_of_bounds"}
 
@@ -430,10 +431,9 @@ class CpuLauncher:
             try:
                 self._launch(name, grid, block, shared_mem, guarded.args if guarded else args)
             except KernelRuntimeError as exc:
-                if exc.detail == "out_of_bounds":  # a wild access caught by the runtime's SIGSEGV handler
-                    located = self._locate(name, grid, block, shared_mem, args, tensors)
-                    if located:
-                        raise KernelRuntimeError(f"{located}\n  ({exc})", "out_of_bounds") from None
+                if exc.detail == "out_of_bounds":  # a bad access caught by the runtime's SIGSEGV handler
+                    raise KernelRuntimeError(self._describe_fault(name, str(exc), guarded, grid, block, shared_mem,
+                                                                  args, tensors), "out_of_bounds") from None
                 raise
             fault = guarded.check() if guarded else None
             if fault is not None:
@@ -441,6 +441,43 @@ class CpuLauncher:
         finally:
             if guarded:
                 guarded.copy_back()
+
+    def _describe_fault(self, name: str, raw: str, guarded: GuardedArgs | None, grid: tuple[int, int, int],
+                        block: tuple[int, int, int], shared_mem: int, args: list[Any],
+                        tensors: list[Any] | None) -> str:
+        """A fault reported by the runtime, with the argument/element (guard page) and the line (debug info)."""
+        addr = re.search(r"at address (0x[0-9a-f]+|\(nil\))", raw)
+        pc = re.search(r"\[pc \+0x([0-9a-f]+)\]", raw)
+        thread = re.search(r"in thread (\([^)]*\)) \[block (\([^)]*\))\]", raw)
+        frames = addr2line(self.path, int(pc.group(1), 16)) if pc else []
+        fault = guarded.locate_address(int(addr.group(1), 16)) if guarded and addr and "nil" not in addr.group(1) else None
+        rw = ""
+        if not frames:
+            located = self._locate(name, grid, block, shared_mem, args, tensors)
+            if located:
+                return f"{located}\n  ({raw})"
+        lines = self.cuda_source.splitlines()
+        head = f"out-of-bounds access in kernel '{name}'" if fault else f"invalid memory access in kernel '{name}'"
+        if frames:
+            func, line = frames[0]
+            head += f" at line {line}" + (f" (in {func})" if func not in (name, "??") and not func.startswith("__leap") else "")
+        if fault:
+            params = self.signatures[name].params
+            arg = params[fault["arg"]].name if fault["arg"] < len(params) else str(fault["arg"])
+            head += (f": argument '{arg}' ({fault['numel']} elements of {fault['dtype']}) at element {fault['index']} "
+                     f"({fault['bytes']} bytes {fault['side']})")
+        elif addr:
+            head += f": address {addr.group(1)} is in no argument's buffer (a wild or null pointer)"
+        if thread:
+            head += f", thread {thread.group(1)} of block {thread.group(2)}"
+        out = [head + rw]
+        if frames and 0 < frames[0][1] <= len(lines):
+            out.append(f"  line {frames[0][1]}: {lines[frames[0][1] - 1].strip()}")
+        for func, fline in frames[1:3]:
+            if 0 < fline <= len(lines) and fline != frames[0][1]:
+                out.append(f"  called from {func}, line {fline}: {lines[fline - 1].strip()}")
+        out.append("  check the index against the bound (e.g. `if (i < n)`, not `i <= n`) and the grid size")
+        return "\n".join(out)
 
     def _locate(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,
                 args: list[Any], tensors: list[Any] | None) -> str:
@@ -505,7 +542,6 @@ class CpuLauncher:
 
 GUARD_BYTES = 4096
 GUARD_FILL = 0xFF  # NaN for floating types, -1 for integers: an out-of-bounds read shows in the output
-_CANARY = bytes([GUARD_FILL]) * GUARD_BYTES
 
 
 def _caller_tensors(args: list[Any]) -> list[Any] | None:
@@ -554,44 +590,87 @@ class GuardedArgs:
         self.tensors = tensors
         self.args = list(args)
         done = []
+        page = mmap.PAGESIZE
         for lo, hi, members, _ in self.clusters:
-            # plain ctypes memory: torch operators here would count as the response's own computation
-            buf = ctypes.create_string_buffer(hi - lo + 2 * GUARD_BYTES + 64)
-            start = (ctypes.addressof(buf) + 63) & ~63
-            ctypes.memset(start, GUARD_FILL, hi - lo + 2 * GUARD_BYTES)
-            base = start + GUARD_BYTES
-            ctypes.memmove(base, lo, hi - lo)
+            # [canaries][data][< 16 canary bytes][PROT_NONE page]: a read or write past the end faults at
+            # once (the runtime names the instruction); one before the start lands in the canaries
+            size = hi - lo
+            body = -(-(GUARD_BYTES + size + 15) // page) * page
+            region = mmap.mmap(-1, body + page)
+            start = ctypes.addressof(ctypes.c_char.from_buffer(region))
+            base = start + body - ((size + 15) & ~15)
+            ctypes.memset(start, GUARD_FILL, body)
+            _libc().mprotect(ctypes.c_void_p(start + body), page, 0)
+            ctypes.memmove(base, lo, size)
             for i in members:
                 self.args[i] = ctypes.c_void_p(base + (tensors[i].data_ptr() - lo))
-            done.append((lo, hi, members, (buf, start)))
+            done.append((lo, hi, members, (region, start, base, body)))
         self.clusters = done
 
+    def locate_address(self, address: int) -> dict[str, Any] | None:
+        """The argument and element an address of a faulting access falls in or next to."""
+        for lo, hi, members, (_, start, base, body) in self.clusters:
+            if start <= address < start + body + mmap.PAGESIZE:
+                offset = address - base  # byte offset from lo
+                return self._fault_at(lo, members, offset)
+        return None
+
+    def _fault_at(self, lo: int, members: list[int], offset: int) -> dict[str, Any]:
+        best = min(members, key=lambda i: abs(self.tensors[i].data_ptr() - lo - offset))
+        t = self.tensors[best]
+        rel = lo + offset - t.data_ptr()
+        nbytes = t.numel() * t.element_size()
+        side = "past the end" if rel >= nbytes else "before the start" if rel < 0 else "inside"
+        dist = rel - nbytes if rel >= nbytes else -rel if rel < 0 else 0
+        return {"arg": best, "index": rel // t.element_size(), "numel": t.numel(),
+                "dtype": str(t.dtype).replace("torch.", ""), "bytes": dist, "side": side}
+
     def check(self) -> dict[str, Any] | None:
-        """Describe the first canary byte a kernel overwrote, or None."""
-        for lo, hi, members, (_, start) in self.clusters:
+        """The first canary byte a kernel overwrote, as `locate_address` describes it, or None."""
+        for lo, hi, members, (_, start, base, body) in self.clusters:
             size = hi - lo
-            head = ctypes.string_at(start, GUARD_BYTES)
-            tail = ctypes.string_at(start + GUARD_BYTES + size, GUARD_BYTES)
-            if tail != _CANARY:
-                offset = size + next(k for k, b in enumerate(tail) if b != GUARD_FILL)  # byte offset from lo
-            elif head != _CANARY:
-                offset = next(k for k, b in enumerate(head) if b != GUARD_FILL) - GUARD_BYTES
+            head = ctypes.string_at(start, base - start)
+            tail = ctypes.string_at(base + size, start + body - base - size)
+            if tail != bytes([GUARD_FILL]) * len(tail):
+                offset = size + next(k for k, b in enumerate(tail) if b != GUARD_FILL)
+            elif head != bytes([GUARD_FILL]) * len(head):
+                offset = next(k for k, b in enumerate(head) if b != GUARD_FILL) - len(head)
             else:
                 continue
-            # the member nearest the bad byte names the argument
-            best = min(members, key=lambda i: abs(self.tensors[i].data_ptr() - lo - offset))
-            t = self.tensors[best]
-            rel = lo + offset - t.data_ptr()
-            index = rel // t.element_size()
-            side = "past the end" if rel >= 0 else "before the start"
-            dist = rel - t.numel() * t.element_size() if rel >= 0 else -rel
-            return {"arg": best, "index": index, "numel": t.numel(), "dtype": str(t.dtype).replace("torch.", ""),
-                    "bytes": dist, "side": side}
+            return self._fault_at(lo, members, offset)
         return None
 
     def copy_back(self) -> None:
-        for lo, hi, _, (_, start) in self.clusters:
-            ctypes.memmove(lo, start + GUARD_BYTES, hi - lo)
+        for lo, hi, _, (region, start, base, body) in self.clusters:
+            ctypes.memmove(lo, base, hi - lo)
+            _libc().mprotect(ctypes.c_void_p(start + body), mmap.PAGESIZE, 3)
+            region.close()
+
+
+@lru_cache(maxsize=1)
+def _libc() -> Any:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return libc
+
+
+def addr2line(module: Path, offset: int) -> list[tuple[str, int]]:
+    """(function, line) frames of the cuda block at `offset` in `module`, innermost first."""
+    tool = shutil.which("addr2line")
+    if not tool:
+        return []
+    try:
+        proc = subprocess.run([tool, "-e", str(module), "-f", "-C", "-i", hex(offset)], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    lines = proc.stdout.splitlines()
+    frames = []
+    for func, where in zip(lines[::2], lines[1::2]):
+        match = re.search(rf"{re.escape(SOURCE_NAME)}:(\d+)", where)
+        if match:
+            frames.append((func.split("(")[0], int(match.group(1))))
+    return frames
 
 
 def replay_args(args: list[Any], tensors: list[Any]) -> list[Any]:

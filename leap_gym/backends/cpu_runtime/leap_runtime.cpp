@@ -7,8 +7,10 @@
 // thread_local` storage is per-block storage (that is how `__shared__` is implemented).
 #include "leap_cuda_cpu.h"
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <setjmp.h>
+#include <ucontext.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -119,6 +121,7 @@ struct Worker {
   sigjmp_buf jb;
   volatile bool jb_armed = false;
   void* fault_addr = nullptr;
+  void* fault_pc = nullptr;
   int fault_sig = 0;
   char* altstack = nullptr;
 #if LEAP_ASAN
@@ -485,11 +488,12 @@ std::mutex sig_mu;
 int sig_users = 0;
 struct sigaction old_segv, old_bus;
 
-void fault_handler(int sig, siginfo_t* si, void*) {
+void fault_handler(int sig, siginfo_t* si, void* uc) {
   Worker* w = tls_worker;
   if (w && w->jb_armed && w->cur) {
     w->jb_armed = false;
     w->fault_addr = si->si_addr;
+    w->fault_pc = reinterpret_cast<void*>(static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_RIP]);
     w->fault_sig = sig;
     siglongjmp(w->jb, 1);
   }
@@ -575,11 +579,15 @@ void worker_main(LeapLaunch* L, void (*thunk)(void**), void** args, GridState* g
       run_block(w);
       w->jb_armed = false;
     } else {
-      char buf[160];
+      char buf[256];
       Fiber* f = w->cur;
-      snprintf(buf, sizeof buf, "invalid memory %s at address %p in thread %s",
+      Dl_info info;
+      unsigned long long off = 0;
+      if (dladdr(w->fault_pc, &info) && info.dli_fbase)
+        off = (unsigned long long)((char*)w->fault_pc - (char*)info.dli_fbase);
+      snprintf(buf, sizeof buf, "invalid memory %s at address %p in thread %s [pc +0x%llx]",
                w->fault_sig == SIGBUS ? "access (bus error)" : "access (segmentation fault)", w->fault_addr,
-               f ? thread_str(*f).c_str() : "?");
+               f ? thread_str(*f).c_str() : "?", off);
       w->cur = nullptr;
       w->failed = false;
       fail(w, LEAP_ERR_MEMORY, buf);

@@ -448,7 +448,7 @@ class CpuLauncher:
         """A fault reported by the runtime, with the argument/element (guard page) and the line (debug info)."""
         addr = re.search(r"at address (0x[0-9a-f]+|\(nil\))", raw)
         pc = re.search(r"\[pc \+0x([0-9a-f]+)\]", raw)
-        thread = re.search(r"in thread (\([^)]*\)) \[block (\([^)]*\))\]", raw)
+        thread = re.search(r"in thread (\([^)]*\)).*?\[block (\([^)]*\))\]", raw)
         frames = addr2line(self.path, int(pc.group(1), 16)) if pc else []
         fault = guarded.locate_address(int(addr.group(1), 16)) if guarded and addr and "nil" not in addr.group(1) else None
         rw = ""

@@ -547,3 +547,40 @@ def test_replacement_starts_in_the_background(sandbox):
         after = p.run(fn("echo"), 3)
         assert after.ok and after.worker_pid != crashed.worker_pid
         assert time.monotonic() - start < 1.0
+
+
+PARENT_DIES_SCRIPT = r"""
+import os, signal, sys, time
+from leap_gym import sandbox
+p = sandbox.WorkerPool(size=2)
+idle = p.submit("test_sandbox:echo", 1)
+busy = p.submit("test_sandbox:sleep", 1000, timeout=2000)
+idle.result()
+time.sleep(1)
+print(p.pids, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_workers_die_with_the_caller(tmp_path):
+    """A caller killed outright leaves no worker behind, idle or busy."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ, PYTHONPATH=f"{here.parent}{os.pathsep}{here}")
+    proc = subprocess.run([sys.executable, "-c", PARENT_DIES_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    pids = [int(p) for p in proc.stdout.strip().splitlines()[-1].strip("[]").split(",")]
+    assert len(pids) == 2, proc.stderr[-2000:]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_running(p) for p in pids):
+        time.sleep(0.1)
+    assert not any(_running(p) for p in pids)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -239,7 +239,7 @@ def _enter_pid_namespace(cfg: dict[str, Any], libc: ctypes.CDLL) -> None:
         os.close(w)
         for fd in (cfg["fd_in"], cfg["fd_out"]):
             os.close(fd)
-        status = _wait_for(init)
+        status = _wait_for_or_orphaned(init)
         data = os.read(r, 4)
         if len(data) == 4:
             (status,) = struct.unpack("i", data)
@@ -263,6 +263,24 @@ def _enter_pid_namespace(cfg: dict[str, Any], libc: ctypes.CDLL) -> None:
         if pid == worker:
             os.write(w, struct.pack("i", status))
             os._exit(0)
+
+
+def _wait_for_or_orphaned(pid: int) -> int:
+    """Wait for `pid`; kill it (and with it the whole pid namespace) if our parent, the pool, dies."""
+    parent = os.getppid()
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(3)
+        if done:
+            return status
+        if os.getppid() != parent:  # the pool's process is gone
+            os.kill(pid, signal.SIGKILL)
+            return _wait_for(pid)
+        time.sleep(0.2)
 
 
 def _wait_for(pid: int) -> int:

@@ -348,3 +348,25 @@ def device_groups(patterns: tuple[str, ...] = ("/dev/nvidia*", "/dev/dri/*", "/d
                 continue
             return [], False
     return sorted(groups), True
+
+
+def remove_stale_bases() -> None:
+    """Remove the directories of pools whose process died without closing them (``leap_sandbox_<pid>_*``)."""
+    tmp = tempfile.gettempdir()
+    try:
+        names = os.listdir(tmp)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("_")
+        if len(parts) < 4 or parts[0] != "leap" or parts[1] != "sandbox" or not parts[2].isdigit():
+            continue
+        pid = int(parts[2])
+        if pid == os.getpid() or os.path.exists(f"/proc/{pid}"):
+            continue
+        path = os.path.join(tmp, name)
+        try:
+            if os.stat(path).st_uid == os.geteuid():
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue

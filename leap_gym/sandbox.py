@@ -59,7 +59,7 @@ from typing import Any, Iterable
 
 from leap_gym._sandbox_host import (ReplyTooBig, ReplyUnpickler, TransportTimeout, UidLease, Worker, clear_dir,
                                     exit_text, has_strays, needed_paths, recv, send, share_with_group, split_code,
-                                    unreachable_ancestor, device_groups)
+                                    unreachable_ancestor, device_groups, remove_stale_bases)
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +226,8 @@ class WorkerPool:
         self.uid_base = uid_base
         self._result_packages = tuple(result_packages)
         self._result_types = frozenset((m, n) for m, n in result_types)
-        self._base = tempfile.mkdtemp(prefix="leap_sandbox_")
+        remove_stale_bases()
+        self._base = tempfile.mkdtemp(prefix=f"leap_sandbox_{os.getpid()}_")
         os.chmod(self._base, 0o711)  # workers reach their own directory, list nothing
         self._env = self._worker_env(dict(env or {}), tuple(env_allow))
         self.writable_dirs = [os.path.realpath(d) for d in writable_dirs]

@@ -16,10 +16,12 @@ API (stable; `leap_gym.evaluate` relies on it):
   ``launch(name, grid, block, shared_mem, args, tensors=None)``, ``drain_output() -> str`` (device
   printf, plus a runtime note where the source relies on warp lockstep), ``shuffle: bool`` and
   ``seed: int`` (run a block's threads in a random order, reshuffled at every barrier, so a missing
-  ``__syncthreads`` shows up), ``guards: bool`` (default on, off in checked builds: tensor arguments
-  are copied into buffers with canaries on both sides, so an out-of-bounds write is reported with
-  its argument and element), ``locate: bool`` (default on: on an out-of-bounds error, replay the
-  launch under AddressSanitizer in a subprocess to name the line). ``tensors`` are the launch's
+  ``__syncthreads`` shows up), ``guards: bool`` (default on, off in checked builds: each tensor argument
+  is copied into a buffer that ends at a PROT_NONE page, with canary bytes before it, so an access
+  past the end faults at once and is reported with the argument, the element, the thread and the
+  line (from the module's ``-g1`` line tables through ``addr2line``); a write before the start is
+  found in the canaries), ``locate: bool`` (default on: when no line is known, replay the launch under
+  AddressSanitizer in a subprocess; this needs no RLIMIT_AS, so it does not work inside the sandbox). ``tensors`` are the launch's
   original arguments; when omitted they are read from the calling `Kernels` handle.
 - Errors are `KernelRuntimeError` with ``detail`` in ``{"deadlock", "out_of_bounds", "unsupported",
   "kernel_error", "launch"}``, naming the kernel and, where known, the line of the cuda block. A wild

@@ -114,3 +114,20 @@ def test_evaluate_and_env_judge_numba_like_cuda():
     assert obs.startswith("RUNTIME_ERROR") and reward == 0.0 and not terminated
     obs, reward, terminated, truncated, info = env.step(ne.RELU)
     assert obs.startswith("CORRECT") and reward == 1.0 and terminated
+
+
+@pytest.mark.gpu
+def test_numba_on_the_cuda_backend():
+    from leap_gym.backends.base import get_backend
+
+    available = get_backend("cuda").availability()
+    if not available.ok:
+        pytest.skip(f"the cuda backend is unavailable here: {available.reason}")
+    limits = SandboxLimits(wall_time_s=120, address_space_bytes=None)
+    with WorkerPool(size=1, limits=limits, preload=["torch", "leap_gym.evaluate"]) as gpu_pool:
+        results = {tid: _run(gpu_pool, TASKS[tid].with_size("gpu"), ne.NUMBA_RESPONSES[tid], backend="cuda")
+                   for tid in ("level1/relu", "level1/softmax")}
+    if any(r.detail == "numba_unavailable" for r in results.values()):
+        pytest.skip(f"numba cannot compile for this GPU: {results['level1/relu'].message}")
+    assert all(r.status == CORRECT for r in results.values()), {k: r.message for k, r in results.items()}
+    assert results["level1/relu"].resources["relu_kernel"].registers > 0

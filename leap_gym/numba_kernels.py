@@ -393,7 +393,12 @@ def run_numba_job(job: Any) -> EvalResult:
         result.errors = _user_traceback(exc)
     except Exception as exc:
         headline = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-        if _numba_compile_error(exc):
+        if "Nvvm" in type(exc).__name__ or "libNVVM" in str(exc) or "CudaSupportError" in type(exc).__name__:
+            result.status, result.detail = RUNTIME_ERROR, "numba_unavailable"
+            result.message = (f"Numba cannot compile for this GPU: {headline}; install numba-cuda with its NVVM "
+                              "(pip install numba-cuda[cu12] or [cu13])")
+            result.errors = [result.message]
+        elif _numba_compile_error(exc):
             result.status, result.detail = COMPILE_ERROR, "numba"
             result.message = f"Numba could not compile a kernel: {headline}"
             result.errors = [line for line in str(exc).splitlines() if line.strip()][:20]

@@ -594,3 +594,37 @@ def test_host_build_failure_names_the_missing_feature():
 #include <cuda_fp8.h>
 extern "C" __global__ void k(float* y) { __nv_fp8_e4m3 v(y[0]); y[0] = float(v); }''')
     assert info.value.detail == "unsupported" and "cuda_fp8.h" in str(info.value)
+
+
+def test_warp_reductions_matches_and_shuffles_of_other_types():
+    k = load(r'''
+#include <cuda_fp16.h>
+extern "C" __global__ void more_warp(const int* x, const double* d, const __half* h, int* out, double* dout,
+                                     __half* hout) {
+    int t = threadIdx.x;
+    out[t * 4 + 0] = __reduce_add_sync(0xffffffffu, x[t]);
+    out[t * 4 + 1] = __reduce_max_sync(0xffffffffu, x[t]);
+    out[t * 4 + 2] = (int)__match_any_sync(0xffffffffu, x[t] % 3);
+    out[t * 4 + 3] = (int)__reduce_min_sync(0xffffffffu, (unsigned)(x[t] + 1000));
+    dout[t] = __shfl_xor_sync(0xffffffffu, d[t], 16);
+    hout[t] = __shfl_down_sync(0xffffffffu, h[t], 1);
+}''')
+    x = torch.randint(-50, 50, (32,), dtype=torch.int32)
+    d = torch.randn(32, dtype=torch.float64)
+    h = torch.randn(32).half()
+    out = torch.zeros(128, dtype=torch.int32)
+    dout = torch.empty(32, dtype=torch.float64)
+    hout = torch.empty(32, dtype=torch.float16)
+    k.more_warp(1, 32, x, d, h, out, dout, hout)
+    o = out.view(32, 4)
+    assert (o[:, 0] == x.sum()).all() and (o[:, 1] == x.max()).all() and (o[:, 3] == x.min() + 1000).all()
+    for lane in range(32):
+        expected = sum(1 << j for j in range(32) if _c_mod(int(x[j]), 3) == _c_mod(int(x[lane]), 3))
+        assert int(o[lane, 2]) & 0xFFFFFFFF == expected
+    assert torch.equal(dout, d.roll(-16))
+    assert torch.equal(hout[:31], h[1:]) and hout[31] == h[31]
+
+
+def _c_mod(a: int, b: int) -> int:
+    """C's %, which keeps the sign of the dividend."""
+    return int(math.fmod(a, b))

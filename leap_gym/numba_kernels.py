@@ -384,7 +384,7 @@ def run_numba_job(job: Any) -> EvalResult:
             result.message = (f"defined {len(registry.handles)} Numba kernel(s); the {backend.name} backend does not "
                               "run kernels")
             return _finish(result, start)
-        _run_trials(job, backend, registry, model_new, result)
+        _run_trials(job, backend, registry, model_new, result, namespace=namespace)
     except KernelRuntimeError as exc:
         result.status, result.detail, result.message = RUNTIME_ERROR, exc.detail, str(exc)
         result.errors = [str(exc)]

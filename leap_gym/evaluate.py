@@ -304,6 +304,9 @@ def _run_trials(job: EvalJob, backend: Backend, kernels: Any, model_new_cls: typ
         result.trials = trial + 1
         result.launches = dict(launch_counts)
         verdict = _structural_problem(run, case, model_new, runs, state, roots, skip, device)
+        if verdict is None and counter is not None and _launches_edited(kernels, counter):
+            verdict = correctness.Verdict("stateful_forward", "forward changed kernels.launches: the launch counts "
+                                          "are the evaluation's (and are counted where forward cannot reach)")
         if verdict is not None:
             return _fail(result, verdict)
         runs.append(run)
@@ -353,6 +356,14 @@ def _run_trials(job: EvalJob, backend: Backend, kernels: Any, model_new_cls: typ
                 "timing_tampered", "forward behaved differently while timed (fewer kernel launches, or state "
                 "changed): it must do the same work on every call"))
         result.timing = Timing(kernel_ms, kernel_spread, ref_ms, ref_spread, n)
+
+
+def _launches_edited(kernels: Any, counter: hostile.CountingLauncher) -> bool:
+    seen = getattr(kernels, "launches", None)
+    if not isinstance(seen, dict):
+        return True
+    names = set(seen) | set(counter.counts)
+    return any(seen.get(n, 0) != counter.counts.get(n, 0) for n in names)
 
 
 def _shape_check(job: EvalJob, backend: Backend, model_new_cls: type, shape: hostile.Reference, launch_total: Any,

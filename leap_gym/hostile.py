@@ -193,20 +193,13 @@ def _guarded_objects() -> dict[str, Any]:
 
 
 class EnvironmentSnapshot:
-    """The public attributes of torch, builtins and the harness modules, to find any the block swapped."""
+    """The public attributes of torch, builtins and the harness modules (a class's inherited ones too),
+    and torch's global settings, to find any the python block swapped."""
 
     def __init__(self) -> None:
         with ForwardGuard():  # entering a mode the first time imports torch._dynamo, which rebinds torch names
             torch.empty(0)
-        self.values: dict[str, dict[str, Any]] = {}
-        for label, obj in _guarded_objects().items():
-            is_class = isinstance(obj, type)
-            self.values[label] = {k: v for k, v in dict(vars(obj)).items()
-                                  if (is_class or not k.startswith("_")) and (not k.startswith("_") or
-                                                                               (k.startswith("__") and is_class))
-                                  and (callable(v) or isinstance(v, (type, types.ModuleType, property,
-                                                                     staticmethod, classmethod)))}
-
+        self.values = {label: _attributes(obj) for label, obj in _guarded_objects().items()}
         self.settings = global_settings()
 
     def tampered(self) -> str | None:
@@ -217,11 +210,40 @@ class EnvironmentSnapshot:
                 return f"{name} (was {value!r}, now {now.get(name)!r})"
         current = _guarded_objects()
         for label, attrs in self.values.items():
-            now = vars(current[label]) if label in current else {}
+            obj = current.get(label)
             for name, value in attrs.items():
-                if now.get(name, _MISSING) is not value:
+                if _static(obj, name) is not value:
                     return f"{label}.{name}"
         return None
+
+
+def _static(obj: Any, name: str) -> Any:
+    if obj is None:
+        return _MISSING
+    if isinstance(obj, type):
+        try:
+            return inspect.getattr_static(obj, name)
+        except AttributeError:
+            return _MISSING
+    return vars(obj).get(name, _MISSING)
+
+
+def _attributes(obj: Any) -> dict[str, Any]:
+    """Name -> raw attribute (unbound descriptors, so identity is stable) of what a response could swap."""
+    is_class = isinstance(obj, type)
+    names = dir(obj) if is_class else list(vars(obj))
+    out = {}
+    for name in names:
+        if name.startswith("_") and not (is_class and name.startswith("__") and name.endswith("__")):
+            continue
+        if name in ("__dict__", "__doc__", "__weakref__", "__module__", "__annotations__", "__slots__"):
+            continue
+        value = _static(obj, name)
+        if value is not _MISSING and (callable(value) or isinstance(value, (type, types.ModuleType, property,
+                                                                             staticmethod, classmethod))
+                                      or type(value).__name__.endswith("descriptor")):
+            out[name] = value
+    return out
 
 
 _MISSING = object()

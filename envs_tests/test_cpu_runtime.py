@@ -628,3 +628,24 @@ extern "C" __global__ void more_warp(const int* x, const double* d, const __half
 def _c_mod(a: int, b: int) -> int:
     """C's %, which keeps the sign of the dividend."""
     return int(math.fmod(a, b))
+
+
+def test_thread_stack_overflow_is_a_kernel_error():
+    k = load(r'''
+__device__ __noinline__ int deep(int n, volatile float* sink) {
+    volatile float pad[512];
+    pad[n % 512] = (float)n;
+    int r = n == 0 ? 0 : deep(n - 1, sink);
+    sink[0] = pad[n % 512];      // the frame stays live across the call
+    return r + 1;
+}
+extern "C" __global__ void recurse(float* sink, int* out, int n) {
+    out[threadIdx.x] = deep(n, sink);
+}''')
+    sink = torch.zeros(1)
+    out = torch.zeros(32, dtype=torch.int32)
+    k.recurse(1, 32, sink, out, 5)
+    assert (out == 6).all()
+    with pytest.raises(KernelRuntimeError) as info:
+        k.recurse(1, 32, sink, out, 100000)
+    assert info.value.detail == "kernel_error" and "stack overflow" in str(info.value)

@@ -143,6 +143,11 @@ class CpuLauncher:
                 if exc.detail == "out_of_bounds":  # a bad access caught by the runtime's SIGSEGV handler
                     raise KernelRuntimeError(self._describe_fault(name, str(exc), guarded, grid, block, shared_mem,
                                                                   args, tensors), "out_of_bounds") from None
+                pc = re.search(r" ?\[pc \+0x([0-9a-f]+)\]", str(exc))
+                if pc:  # a stack overflow: name the line it happened at
+                    frames = addr2line(self.path, int(pc.group(1), 16))
+                    where = f" at line {frames[0][1]}" if frames else ""
+                    raise KernelRuntimeError(str(exc).replace(pc.group(0), where), exc.detail) from None
                 raise
             fault = guarded.check() if guarded else None
             if fault is not None:

@@ -585,12 +585,20 @@ void worker_main(LeapLaunch* L, void (*thunk)(void**), void** args, GridState* g
       unsigned long long off = 0;
       if (dladdr(w->fault_pc, &info) && info.dli_fbase)
         off = (unsigned long long)((char*)w->fault_pc - (char*)info.dli_fbase);
-      snprintf(buf, sizeof buf, "invalid memory %s at address %p in thread %s [pc +0x%llx]",
-               w->fault_sig == SIGBUS ? "access (bus error)" : "access (segmentation fault)", w->fault_addr,
-               f ? thread_str(*f).c_str() : "?", off);
+      char* a = static_cast<char*>(w->fault_addr);
+      int kind = LEAP_ERR_MEMORY;
+      if (f && f->stack && a >= f->stack && a < f->stack + kGuard + 4096) {
+        kind = LEAP_ERR_KERNEL;
+        snprintf(buf, sizeof buf, "stack overflow of a thread (deep recursion or local arrays over %zu KiB; set "
+                 "LEAP_CPU_STACK_KB) in thread %s [pc +0x%llx]", stack_bytes() / 1024, thread_str(*f).c_str(), off);
+      } else {
+        snprintf(buf, sizeof buf, "invalid memory %s at address %p in thread %s [pc +0x%llx]",
+                 w->fault_sig == SIGBUS ? "access (bus error)" : "access (segmentation fault)", w->fault_addr,
+                 f ? thread_str(*f).c_str() : "?", off);
+      }
       w->cur = nullptr;
       w->failed = false;
-      fail(w, LEAP_ERR_MEMORY, buf);
+      fail(w, kind, buf);
       for (unsigned t = 0; t < w->nthreads; ++t) {
         Fiber& ff = w->fibers[t];
         if (ff.stack) { w->free_stacks.push_back(ff.stack); ff.stack = nullptr; }

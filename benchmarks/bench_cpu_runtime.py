@@ -75,7 +75,12 @@ def bench_leap(n: int, repeats: int = 5) -> dict[str, float]:
 
 
 def bench_numba(n: int) -> dict[str, float]:
-    from numba import cuda, float32
+    import numba
+    import numba.cuda
+
+    # the simulator patches the kernel's *global* `cuda`, so the kernels must not close over a local
+    globals()["cuda"] = numba.cuda
+    globals()["float32"] = numba.float32
 
     @cuda.jit
     def vadd(a, b, c, n):

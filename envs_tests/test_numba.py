@@ -131,3 +131,9 @@ def test_numba_on_the_cuda_backend():
         pytest.skip(f"numba cannot compile for this GPU: {results['level1/relu'].message}")
     assert all(r.status == CORRECT for r in results.values()), {k: r.message for k, r in results.items()}
     assert results["level1/relu"].resources["relu_kernel"].registers > 0
+
+
+def test_examples_doctest():
+    import doctest
+
+    assert doctest.testmod(ne, raise_on_error=False).failed == 0

@@ -142,9 +142,11 @@ def locate_memory_error(cuda_source: str, arch: str, kernel: str, grid: tuple[in
     """Replay one launch under AddressSanitizer in a subprocess; describe the first bad access found."""
     from leap_gym.backends.cpu import build_module, checked_worker_env, parse_kernel_names
 
+    import resource
+
     env_extra = checked_worker_env()
-    if not env_extra:
-        return ""
+    if not env_extra or resource.getrlimit(resource.RLIMIT_AS)[1] != resource.RLIM_INFINITY:
+        return ""  # ASan reserves terabytes of shadow address space: impossible under an RLIMIT_AS (the sandbox)
     module = build_module(cuda_source, parse_kernel_names(cuda_source), arch, checked=True)
     with tempfile.TemporaryDirectory(prefix="leap_replay_") as tmp:
         files = []

@@ -2,6 +2,7 @@
 
 from gymnasium.envs.registration import register
 
+from leap_gym import vector as _vector  # noqa: F401  (shared-memory layout of SourceText for AsyncVectorEnv)
 from leap_gym.evaluate import EvalConfig, Evaluator, evaluate
 from leap_gym.result import EvalResult
 from leap_gym.tasks import Task, load_tasks

@@ -79,6 +79,10 @@ class EvalJob:
 
 def prepare(task: Task, response: str) -> ParsedResponse | EvalResult:
     """Parse and statically check a response; a FORMAT_ERROR result when it is not acceptable."""
+    from leap_gym import numba_kernels
+
+    if numba_kernels.is_numba_response(response):  # the Numba form: one python block with @cuda.jit kernels
+        return numba_kernels.prepare_numba(task, response)
     try:
         parsed = parse_response(response, wrapper=task.wrapper)
         check_python_block(parsed.python)
@@ -474,7 +478,7 @@ class Evaluator:
         if outcome.ok:
             return outcome.value
         result = self._failure_result(task, outcome)
-        if outcome.failure == "crash" and self.config.locate_faults and self.backend.name == "cpu":
+        if outcome.failure == "crash" and self.config.locate_faults and self.backend.name == "cpu" and prepared.cuda:
             self._locate_fault(task, prepared, result)
         return _finish(result, start)
 

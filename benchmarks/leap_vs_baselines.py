@@ -196,13 +196,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--max-turns", type=int, default=3)
     p.add_argument("--lr", type=float, default=3e-4)
-    p.add_argument("--temperature", type=float, default=0.6, help="sampling temperature (training and evaluation)")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (training and evaluation)")
     p.add_argument("--sft-steps", type=int, default=WarmupConfig().sft_steps)
     p.add_argument("--eval-samples", type=int, default=2, help="samples per held-out task at start and end")
     p.add_argument("--eval-train", action="store_true", help="also judge every training task at the end")
     p.add_argument("--window", type=int, default=3, help="steps in the pass@1 smoothing window")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (more than 1 is far slower on a loaded 2-core box)")
     p.add_argument("--backend", default=None, help="cpu (default where available) or compile-only")
     p.add_argument("--arms", nargs="+", default=["leap", "multi_turn", "single_turn"], choices=ARMS,
                    help="run order; the evaluation workers share a compile cache, so later arms find more kernels "

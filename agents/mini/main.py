@@ -38,7 +38,7 @@ def mini_main(argv: list[str] | None = None) -> int:
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--max-turns", type=int, default=3)
     p.add_argument("--eval-samples", type=int, default=2)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--backend", default=None)
     p.add_argument("--out", default="leap_mini_run")
     args = p.parse_args(argv)

@@ -49,7 +49,7 @@ class ArmConfig:
     gamma: float = field(default=0.4, metadata={"help": "Kevin's discount (multi-turn arm)"})
     easy_threshold: float = field(default=0.5, metadata={"help": "DCP: a group at this pass rate stops"})
     lr: float = field(default=3e-4, metadata={"help": "AdamW learning rate"})
-    temperature: float = field(default=0.6, metadata={"help": "sampling temperature"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature (1.0: the warm-up policy solves some tasks at once, fixes some, fails some)"})
     clip: float = field(default=0.2, metadata={"help": "PPO clip range"})
     micro_batch: int = field(default=8, metadata={"help": "samples per forward/backward"})
     seed: int = field(default=0, metadata={"help": "task order and sampling seed"})
@@ -264,7 +264,7 @@ def train_arm(policy: MiniPolicy, train: list[Task], cfg: ArmConfig, judge: Judg
 
 
 def evaluate_policy(policy: MiniPolicy, tasks: list[Task], judge: Judge, samples: int = 4, max_turns: int = 3,
-                    temperature: float = 0.6, seed: int = 12345) -> dict[str, Any]:
+                    temperature: float = 1.0, seed: int = 12345) -> dict[str, Any]:
     """Pass@1 and pass by turn with full refinement (no pruning, no update) over `tasks`, `samples` each."""
     cfg = ArmConfig(arm="multi_turn", group_size=samples, max_turns=max_turns, temperature=temperature)
     groups, costs = rollout(policy, tasks, cfg, judge, DifficultyTracker(), seed=seed)

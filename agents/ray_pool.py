@@ -86,7 +86,8 @@ class RayEvaluator:
         address: a Ray cluster to connect to (``"auto"``, ``"ray://head:10001"``); by default the
             running Ray instance, or a new local one.
         max_restarts: how often Ray restarts a dead actor (``-1``: without limit).
-        restart_timeout_s: how long a retry waits for a restarted actor to answer.
+        restart_timeout_s: how long the actors may take to start, and a retry waits for a restarted
+            actor to answer.
         spread: place actors on as many nodes as possible (Ray's ``SPREAD`` strategy).
         init_kwargs: further `ray.init` arguments when this object starts Ray (``num_cpus``,
             ``include_dashboard``, ``runtime_env``...).
@@ -127,6 +128,8 @@ class RayEvaluator:
             else:
                 num_actors = min(8, int(resources.get("CPU", 1) / max(cpus_per_actor, 1e-9)))
         if num_actors < 1:
+            if self._started_ray:
+                ray.shutdown()
             raise ValueError(f"no room for an actor: the cluster has {resources.get('GPU', 0)} GPUs and "
                              f"{resources.get('CPU', 0)} CPUs for actors of {gpus_per_actor} GPU / {cpus_per_actor} "
                              "CPU; pass num_actors=, gpus_per_actor= or cpus_per_actor= that fit, or a CPU backend")
@@ -142,11 +145,18 @@ class RayEvaluator:
         self._next = itertools.count()
         self.stats = {"submitted": 0, "retries": 0, "lost": 0}
         self._closed = False
+        self._ready = False
         try:
-            configs = ray.get([a.config.remote() for a in self.actors])
+            configs = ray.get([a.config.remote() for a in self.actors], timeout=restart_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            self.close()
+            raise TimeoutError(f"{num_actors} evaluation actors ({gpus_per_actor} GPU, {cpus_per_actor} CPU each) did not "
+                               f"start within {restart_timeout_s:g} s: the cluster lacks the resources for them; pass "
+                               "fewer num_actors, smaller cpus_per_actor/gpus_per_actor, or a longer restart_timeout_s")
         except Exception:
             self.close()
             raise
+        self._ready = True
         self.config: EvalConfig = configs[0]
         self.backend: Backend = get_backend(self.config.backend)
         self.capacity = num_actors * max(1, config.workers)
@@ -260,10 +270,11 @@ class RayEvaluator:
         self._closed = True
         ray = self._ray
         for actor in getattr(self, "actors", []):
-            try:
-                ray.get(actor.close.remote(), timeout=30)
-            except Exception as exc:  # an actor already gone
-                log.debug("closing an actor: %s", exc)
+            if self._ready:  # stop its worker processes first; an actor that never started has none
+                try:
+                    ray.get(actor.close.remote(), timeout=30)
+                except Exception as exc:  # an actor already gone
+                    log.debug("closing an actor: %s", exc)
             ray.kill(actor, no_restart=True)
         if self._started_ray:
             ray.shutdown()

@@ -119,6 +119,11 @@ class TestCpuBackend:
         assert pool.evaluate(relu, relu.reference_solutions[0]).status == "CORRECT"
 
 
+def test_unschedulable_actors_time_out_with_a_hint():
+    with pytest.raises(TimeoutError, match="lacks the resources"):
+        RayEvaluator(backend="compile-only", num_actors=1, cpus_per_actor=64, restart_timeout_s=3)
+
+
 def test_closed_pool_refuses_work(tasks):
     pool = RayEvaluator(backend="compile-only", num_actors=1)
     pool.close()

@@ -28,7 +28,7 @@ setup(
     extras_require={
         "train": ["transformers>=4.45", "tokenizers>=0.20", "tensorboard>=2.15", "matplotlib>=3.8"],
         "lora": ["peft>=0.12"],
-        "trl": ["trl>=0.12", "accelerate>=0.34"],
+        "trl": ["trl>=1.16", "accelerate>=1.0", "datasets>=3"],
         "ray": ["ray>=2.9"],
         "sb3": ["stable-baselines3>=2.3"],
         "numba": ["numba>=0.60"],

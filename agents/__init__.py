@@ -3,7 +3,8 @@
 Pure, stable functions (no torch needed): `rank_rewards`, `dcp_decide`, `kevin_returns`,
 `single_turn_rewards`, `group_advantages`, `DifficultyTracker`. Policies (`ScriptedPolicy`,
 `HFPolicy`, `OpenAIPolicy`), the rollout engine (`RolloutEngine`, `Trajectory`, `Turn`) and the
-trainer (`LeapTrainer`, `TrainConfig`) load lazily on first use.
+trainer (`LeapTrainer`, `TrainConfig`), and the optional extras (`RayEvaluator`: ray; `LeapRollout`,
+`make_grpo_trainer`: trl) load lazily on first use.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ _LAZY = {
     "LeapTrainer": "leap_agents.trainer",
     "summarize": "leap_agents.metrics",
     "build_tiny": "leap_agents.tiny",
+    "RayEvaluator": "leap_agents.ray_pool",
+    "LeapRollout": "leap_agents.trl_integration",
+    "make_grpo_trainer": "leap_agents.trl_integration",
 }
 
 __all__ = ["REASONS", "DCPConfig", "Decision", "DifficultyTracker", "dcp_decide", "group_advantages", "kevin_returns",

@@ -68,3 +68,15 @@ def test_builtin_ids_and_presets():
         load_tasks(["level9/nope"])
     with pytest.raises(FileNotFoundError, match="no task folder"):
         load_tasks("/nonexistent/folder")
+
+
+def test_kernelbench_task_runs_unchanged_on_the_cpu_backend(kernelbench_dir):
+    from leap_gym.cli import DEMO_RESPONSES
+    from leap_gym.parse import parse_response
+
+    (relu,) = [t for t in load_tasks(kernelbench_dir / "level1", max_numel=2**14) if "relu" in t.id]
+    cuda = parse_response(DEMO_RESPONSES[2], wrapper=leap_gym.load_tasks(["level1/relu"])[0].wrapper)
+    response = f"```cuda\n{cuda.cuda}```\n\n```python\n{cuda.python}```"
+    result = leap_gym.evaluate(relu, response, backend="cpu", timeout_s=120)
+    assert result.status == "CORRECT", result.message
+    assert leap_gym.evaluate(relu, response.replace("0.0f)", "1.0f)"), backend="cpu").status == "WRONG_OUTPUT"

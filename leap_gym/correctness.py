@@ -4,9 +4,9 @@ An RL policy attacks its evaluator, so `evaluate.run_job` judges a response in t
 
 1. **Reference first.** Before any code of the response runs (its python block is not yet executed,
    its kernel module not yet loaded), the reference `Model` runs on its own copy of every trial's
-   inputs. Its outputs are kept only `Sealed` (XOR-masked with a random key, so no plain copy of the
-   reference result sits in memory for a kernel to find), and the memory they and the reference's
-   temporaries held is poisoned (`poison_memory`).
+   inputs (and of the shape variant's). Its outputs are kept only sealed (`hostile.Sealed`: XOR-masked
+   with a random key, so no plain copy of the reference result sits in memory for a kernel to find),
+   and the memory they held is poisoned (`hostile.poison_memory`).
 2. **Candidate on fresh copies, under guards.** `ModelNew.forward` runs inside `ForwardGuard`: aten
    compute operators raise `TorchOpError` (allocation, views and copies are allowed), reading tensor
    values into Python (``tolist``, ``repr``, storages) raises `TensorReadError`, every uninitialised
@@ -42,7 +42,8 @@ An RL policy attacks its evaluator, so `evaluate.run_job` judges a response in t
 
 Timing happens in the harness (`Backend.time_ms`, CUDA events, all streams synchronised), outside
 the candidate's reach: the python block cannot import ``time`` or touch streams (static check), and
-any attribute it swapped on torch is found by `EnvironmentSnapshot`.
+any attribute of torch it swapped, or global setting it changed (``torch.set_num_threads``, anomaly
+detection: ways to slow the timed reference), is found by `hostile.EnvironmentSnapshot`.
 """
 
 from __future__ import annotations

@@ -380,7 +380,9 @@ def _shape_check(job: EvalJob, backend: Backend, model_new_cls: type, shape: hos
         model_new = model_new_cls(*shape.init_inputs).to(backend.device)
         _share_parameters(shape.model, model_new)
         run = _call(model_new, case, 0, backend, launch_total, allowed, correctness.POISON_A, read_guard)
-    except Exception as exc:  # a launch error, a fault, a torch operator: only at these sizes
+    except KernelRuntimeError as exc:  # a fault is reported as one, with the sizes that showed it
+        raise KernelRuntimeError(f"{exc}\n  (at a second set of sizes: {sizes})", exc.detail) from exc
+    except Exception as exc:  # a launch error, a torch operator: only at these sizes
         return correctness.Verdict("shape_specialized", f"correct at the task's sizes, but at other sizes ({sizes}) "
                                    f"forward failed: {_exception_headline(exc)}; derive sizes, grids and bounds from "
                                    "the inputs' shapes")

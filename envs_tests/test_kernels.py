@@ -78,7 +78,7 @@ class RecordingLauncher:
     def __init__(self):
         self.calls = []
 
-    def launch(self, name, grid, block, shared_mem, args):
+    def launch(self, name, grid, block, shared_mem, args, tensors):
         self.calls.append((name, grid, block, shared_mem, len(args)))
 
 

@@ -360,7 +360,7 @@ def reference_phase(job: Any, backend: Backend) -> tuple[Reference, Reference | 
     freed: list[int] = []
     main = reference_at(job.task, job.seed, job.trials, backend, freed)
     shape = None
-    variant = shape_variant(job.task) if getattr(job, "shape_check", True) else None
+    variant = shape_variant(job.task) if job.shape_check else None
     if variant is not None:
         try:
             shape = reference_at(variant, job.seed, 1, backend, freed)
@@ -384,10 +384,6 @@ class CountingLauncher:
         self._inner = inner
         self.counts: dict[str, int] = {}
         self.noop = False
-        try:
-            self._pass_tensors = "tensors" in inspect.signature(inner.launch).parameters
-        except (TypeError, ValueError):
-            self._pass_tensors = False
 
     @property
     def device(self) -> str:
@@ -397,19 +393,21 @@ class CountingLauncher:
     def max_shared_mem(self) -> int:
         return self._inner.max_shared_mem
 
+    @property
+    def inner(self) -> Any:
+        """The backend's own launcher."""
+        return self._inner
+
     def total(self) -> int:
         return sum(self.counts.values())
 
     def launch(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,
-               args: list[Any]) -> None:
+               args: list[Any], tensors: list[Any]) -> None:
         self.counts[name] = self.counts.get(name, 0) + 1
         if self.noop:
             return
         with guards_suspended():
-            if self._pass_tensors:
-                self._inner.launch(name, grid, block, shared_mem, args, tensors=launch_tensors(args))
-            else:
-                self._inner.launch(name, grid, block, shared_mem, args)
+            self._inner.launch(name, grid, block, shared_mem, args, tensors)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -417,18 +415,3 @@ class CountingLauncher:
         return getattr(self._inner, name)
 
 
-def launch_tensors(packed: list[Any]) -> list[Any] | None:
-    """The tensors behind `packed` pointers, read from the calling `Kernels._launch` (for guard buffers)."""
-    frame = sys._getframe(2)
-    original = frame.f_locals.get("args") if frame.f_code.co_name == "_launch" else None
-    if not isinstance(original, tuple) or len(original) != len(packed):
-        return None
-    out: list[Any] = []
-    for orig, value in zip(original, packed):
-        if isinstance(orig, torch.Tensor):
-            if not isinstance(value, ctypes.c_void_p) or (value.value or 0) != orig.data_ptr():
-                return None
-            out.append(orig)
-        else:
-            out.append(None)
-    return out

@@ -269,7 +269,9 @@ class KernelLauncher(Protocol):
     max_shared_mem: int
 
     def launch(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,
-               args: list[Any]) -> None: ...
+               args: list[Any], tensors: list[Any]) -> None:
+        """Run kernel `name`: `args` as `marshal_args` packs them; `tensors` the launch's own arguments,
+        each a tensor where a pointer goes and `None` elsewhere."""
 
 
 class Kernels:
@@ -303,4 +305,5 @@ class Kernels:
         check_launch(name, g, b, shared_mem, self._launcher.max_shared_mem)
         packed = marshal_args(self._signatures[name], args, self._launcher.device)
         self.launches[name] += 1
-        self._launcher.launch(name, g, b, shared_mem, packed)
+        tensors = [a if isinstance(a, torch.Tensor) else None for a in args]
+        self._launcher.launch(name, g, b, shared_mem, packed, tensors)

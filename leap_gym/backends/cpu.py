@@ -50,7 +50,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -121,7 +120,7 @@ class CpuLauncher:
         """Run kernel `name`; `args` as `marshal_args` packs them.
 
         `tensors` (the launch's original arguments, tensors where pointers go) enables the guard
-        buffers; when not given they are taken from the calling `Kernels` handle where possible.
+        buffers; without it the kernel runs on the tensors' own memory.
         """
         if name not in self._entries:
             raise KernelRuntimeError(f"no kernel named '{name}' in this module", "launch")
@@ -131,8 +130,6 @@ class CpuLauncher:
                 f"CUDA error: too many resources requested for launch (kernel '{name}': {static} bytes of static "
                 f"__shared__ memory + {shared_mem} bytes of dynamic shared memory > {self.max_shared_mem} bytes per "
                 "block); use less shared memory per block", "launch")
-        if tensors is None:
-            tensors = _caller_tensors(args)
         if tensors is not None and not any(t is not None for t in tensors):
             tensors = None
         guarded = GuardedArgs(tensors, args) if self.guards and tensors is not None else None
@@ -256,28 +253,6 @@ class CpuLauncher:
 
 GUARD_BYTES = 4096
 GUARD_FILL = 0xFF  # NaN for floating types, -1 for integers: an out-of-bounds read shows in the output
-
-
-def _caller_tensors(args: list[Any]) -> list[Any] | None:
-    """The original arguments of the `Kernels` launch that called us, when they match `args`."""
-    try:
-        frame = sys._getframe(2)
-    except ValueError:
-        return None
-    original = frame.f_locals.get("args") if frame.f_code.co_name == "_launch" else None
-    if not isinstance(original, tuple) or len(original) != len(args):
-        return None
-    import torch
-
-    out = []
-    for orig, packed in zip(original, args):
-        if isinstance(orig, torch.Tensor):
-            if not isinstance(packed, ctypes.c_void_p) or (packed.value or 0) != orig.data_ptr():
-                return None
-            out.append(orig)
-        else:
-            out.append(None)
-    return out
 
 
 class GuardedArgs:

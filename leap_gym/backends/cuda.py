@@ -287,7 +287,7 @@ class CudaLauncher:
         self._dynamic_smem_set[name] = shared_mem
 
     def launch(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,
-               args: list[Any]) -> None:
+               args: list[Any], tensors: list[Any] | None = None) -> None:
         """Launch kernel `name` with marshalled ctypes `args` on torch's current stream."""
         import torch
 

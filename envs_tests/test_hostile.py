@@ -41,15 +41,6 @@ def _cases() -> list[dict[str, str]]:
 CASES = _cases()
 
 
-class StrictEvaluator(Evaluator):
-    """An `Evaluator` whose jobs carry ``strict=True`` (until `EvalConfig` has the field)."""
-
-    def job_for(self, task, parsed, checked=False) -> EvalJob:
-        job = super().job_for(task, parsed, checked)
-        job.strict = True
-        return job
-
-
 @pytest.fixture(scope="module")
 def tasks() -> dict[str, leap_gym.Task]:
     suite = leap_gym.load_tasks("builtin") + leap_gym.load_tasks(CORPUS / "tasks")
@@ -59,7 +50,7 @@ def tasks() -> dict[str, leap_gym.Task]:
 @pytest.fixture(scope="module")
 def evaluators():
     normal = Evaluator(backend="cpu", workers=2, timeout_s=60)
-    strict = StrictEvaluator(backend="cpu", workers=1, timeout_s=60)
+    strict = Evaluator(backend="cpu", workers=1, timeout_s=60, strict=True)
     yield normal, strict
     normal.close()
     strict.close()
@@ -198,13 +189,13 @@ def test_counting_launcher_counts_and_can_skip():
     class Inner:
         device, max_shared_mem = "cpu", 1024
 
-        def launch(self, name, grid, block, shared_mem, args):
+        def launch(self, name, grid, block, shared_mem, args, tensors):
             calls.append(name)
 
     counter = hostile.CountingLauncher(Inner())
-    counter.launch("k", (1, 1, 1), (1, 1, 1), 0, [])
+    counter.launch("k", (1, 1, 1), (1, 1, 1), 0, [], [])
     counter.noop = True
-    counter.launch("k", (1, 1, 1), (1, 1, 1), 0, [])
+    counter.launch("k", (1, 1, 1), (1, 1, 1), 0, [], [])
     assert counter.counts == {"k": 2} and calls == ["k"] and counter.device == "cpu"
 
 

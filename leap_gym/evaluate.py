@@ -47,6 +47,10 @@ class EvalConfig:
         shuffle_threads: run a block's threads in a random order (CPU backend) so races show.
         timing_budget_s: time spent timing a correct kernel and the reference (backends that time).
         locate_faults: after a crash, rerun in a checked build that names the faulting line.
+        strict: the stricter check: tolerances and the relative-norm bound ten times tighter, and any
+            cast to a lower floating precision inside forward fails (``precision_downgrade``).
+        shape_check: also run at a second set of sizes where the task names its size constants
+            (``shape_specialized``).
     """
 
     backend: str = "cpu"
@@ -58,6 +62,8 @@ class EvalConfig:
     shuffle_threads: bool = False
     timing_budget_s: float = 2.0
     locate_faults: bool = True
+    strict: bool = False
+    shape_check: bool = True
 
 
 @dataclass
@@ -75,6 +81,8 @@ class EvalJob:
     timing_budget_s: float = 2.0
     checked: bool = False
     allowed_ops: list[str] = field(default_factory=list)
+    strict: bool = False
+    shape_check: bool = True
 
 
 def prepare(task: Task, response: str) -> ParsedResponse | EvalResult:
@@ -177,6 +185,8 @@ def run_job(job: EvalJob) -> EvalResult:
     finally:
         if launcher is not None and hasattr(launcher, "drain_output"):
             result.device_output = launcher.drain_output()
+        if hasattr(backend, "check_health"):  # a fault that surfaced through torch poisons the context too
+            backend.check_health()
     _check_environment(environment, result)
     return _finish(result, start)
 
@@ -285,7 +295,7 @@ def _run_trials(job: EvalJob, backend: Backend, kernels: Any, model_new_cls: typ
     """
     task = job.task
     device = backend.device
-    strict = bool(getattr(job, "strict", False))
+    strict = job.strict
     allowed = set(job.allowed_ops) | set(task.allowed_torch_ops)
     main, shape = references if references is not None else hostile.reference_phase(job, backend)
     launch_counts = counter.counts if counter is not None else kernels.launches
@@ -360,6 +370,14 @@ def _run_trials(job: EvalJob, backend: Backend, kernels: Any, model_new_cls: typ
                 "timing_tampered", "forward behaved differently while timed (fewer kernel launches, or state "
                 "changed): it must do the same work on every call"))
         result.timing = Timing(kernel_ms, kernel_spread, ref_ms, ref_spread, n)
+        if hasattr(backend, "profile"):  # per-kernel time, occupancy and bandwidth where a GPU can tell
+            from leap_gym.backends.cuda import achieved_bandwidth_gbps, apply_profile, tensor_bytes
+
+            with torch.no_grad():
+                outputs: list[Any] = []
+                report = backend.profile(counter.inner, lambda: outputs.append(model_new(*inputs)))
+            report.bandwidth_gbps = achieved_bandwidth_gbps(tensor_bytes(inputs, outputs), report.total_ms)
+            apply_profile(result, report)
 
 
 def _launches_edited(kernels: Any, counter: hostile.CountingLauncher) -> bool:
@@ -464,7 +482,8 @@ class Evaluator:
         cfg = self.config
         return EvalJob(task=task, cuda=parsed.cuda, python=parsed.python, backend=cfg.backend, arch=cfg.arch or "",
                        trials=cfg.trials, seed=cfg.seed, shuffle_threads=cfg.shuffle_threads,
-                       timing_budget_s=cfg.timing_budget_s, checked=checked)
+                       timing_budget_s=cfg.timing_budget_s, checked=checked, strict=cfg.strict,
+                       shape_check=cfg.shape_check)
 
     def evaluate(self, task: Task, response: str) -> EvalResult:
         """Judge one response to `task`; always returns a result, whatever the response does."""

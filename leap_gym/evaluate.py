@@ -169,19 +169,8 @@ def run_job(job: EvalJob) -> EvalResult:
         model_new_cls, namespace = _load_python_block(job, kernels)
         _run_trials(job, backend, kernels, model_new_cls, result, references=references, namespace=namespace,
                     counter=counter)
-    except KernelRuntimeError as exc:
-        result.status, result.detail, result.message = RUNTIME_ERROR, exc.detail, str(exc)
-        result.errors = [str(exc)]
-    except correctness.TorchOpError as exc:
-        result.status, result.detail, result.message = RUNTIME_ERROR, "torch_op_in_forward", str(exc)
-        result.errors = _user_traceback(exc)
-    except LaunchError as exc:
-        result.status, result.detail, result.message = RUNTIME_ERROR, "launch", str(exc)
-        result.errors = _user_traceback(exc)
-    except Exception as exc:  # the response's Python raised: show its own lines
-        result.status, result.detail = RUNTIME_ERROR, "python_exception"
-        result.message = _exception_headline(exc)
-        result.errors = _user_traceback(exc)
+    except Exception as exc:
+        record_runtime_error(result, exc)
     finally:
         if launcher is not None and hasattr(launcher, "drain_output"):
             result.device_output = launcher.drain_output()
@@ -189,6 +178,21 @@ def run_job(job: EvalJob) -> EvalResult:
             backend.check_health()
     _check_environment(environment, result)
     return _finish(result, start)
+
+
+def record_runtime_error(result: EvalResult, exc: BaseException) -> None:
+    """A RUNTIME_ERROR for what the response's kernels or Python raised, with its detail and own lines."""
+    result.status = RUNTIME_ERROR
+    if isinstance(exc, KernelRuntimeError):
+        result.detail, result.message, result.errors = exc.detail, str(exc), [str(exc)]
+        return
+    if isinstance(exc, correctness.TorchOpError):
+        result.detail, result.message = "torch_op_in_forward", str(exc)
+    elif isinstance(exc, LaunchError):
+        result.detail, result.message = "launch", str(exc)
+    else:
+        result.detail, result.message = "python_exception", _exception_headline(exc)
+    result.errors = _user_traceback(exc)
 
 
 def _exception_headline(exc: BaseException) -> str:

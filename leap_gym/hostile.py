@@ -8,7 +8,6 @@ Used by `leap_gym.evaluate.run_job` in the order `leap_gym.correctness` describe
 from __future__ import annotations
 
 import builtins
-import ctypes
 import inspect
 import logging
 import math

@@ -356,7 +356,7 @@ def run_numba_job(job: Any) -> EvalResult:
     """
     from leap_gym import correctness
     from leap_gym.backends.base import KernelRuntimeError, get_backend
-    from leap_gym.evaluate import PYTHON_BLOCK_NAME, _run_trials, _user_traceback
+    from leap_gym.evaluate import PYTHON_BLOCK_NAME, _run_trials, _user_traceback, record_runtime_error
 
     start = time.perf_counter()
     result = EvalResult(COMPILED, task_id=job.task.id, backend=job.backend)
@@ -385,12 +385,8 @@ def run_numba_job(job: Any) -> EvalResult:
                               "run kernels")
             return _finish(result, start)
         _run_trials(job, backend, registry, model_new, result, namespace=namespace)
-    except KernelRuntimeError as exc:
-        result.status, result.detail, result.message = RUNTIME_ERROR, exc.detail, str(exc)
-        result.errors = [str(exc)]
-    except correctness.TorchOpError as exc:
-        result.status, result.detail, result.message = RUNTIME_ERROR, "torch_op_in_forward", str(exc)
-        result.errors = _user_traceback(exc)
+    except (KernelRuntimeError, correctness.TorchOpError) as exc:
+        record_runtime_error(result, exc)
     except Exception as exc:
         headline = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         if "Nvvm" in type(exc).__name__ or "libNVVM" in str(exc) or "CudaSupportError" in type(exc).__name__:

@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -235,11 +235,6 @@ class ForwardGuard:
         finally:
             if self.reads is not None:
                 self.reads.__exit__(*exc)
-
-
-def run_guarded(fn: Callable[[], Any], allowed_ops: set[str]) -> Any:
-    with TorchOpGuard(frozenset(allowed_ops)):
-        return fn()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -522,22 +517,6 @@ def inputs_modified(original: list[Any], used: list[Any]) -> int | None:
 # ------------------------------------------------------------------------------------------------
 # Inputs (sealed reference outputs, poisoned memory and state snapshots: `leap_gym.hostile`)
 # ------------------------------------------------------------------------------------------------
-
-@dataclass
-class TrialInputs:
-    original: list[Any]
-    candidate: list[Any]
-    reference: list[Any]
-
-
-def copies_of(inputs: list[Any], device: str) -> TrialInputs:
-    """Three independent device copies: pristine, the candidate's, the reference's."""
-
-    def move(x: Any) -> Any:
-        return x.to(device).clone() if isinstance(x, torch.Tensor) else x
-
-    return TrialInputs([move(x) for x in inputs], [move(x) for x in inputs], [move(x) for x in inputs])
-
 
 def fresh_copy(inputs: list[Any]) -> list[Any]:
     """Clones of the tensors of `inputs` (other values as they are)."""

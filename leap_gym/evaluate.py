@@ -119,10 +119,6 @@ def _load_python_block(job: EvalJob, kernels: Any) -> tuple[type, dict[str, Any]
     return model_new, namespace
 
 
-def _run_python_block(job: EvalJob, kernels: Kernels) -> type:
-    return _load_python_block(job, kernels)[0]
-
-
 def run_job(job: EvalJob) -> EvalResult:
     """Compile, load, run and check one response (runs inside a worker process).
 

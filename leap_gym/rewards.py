@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from leap_gym.result import CORRECT, STATUS_RANK, EvalResult
+from leap_gym.result import CORRECT, EvalResult
 
 RewardFn = Callable[[EvalResult], float]
 
@@ -55,8 +55,3 @@ def get_reward_fn(reward: str | RewardFn) -> RewardFn:
         raise ValueError(f"unknown reward {reward!r}; choose one of {sorted(REWARDS)} or pass a callable "
                          "taking an EvalResult")
     return REWARDS[reward]
-
-
-def progress(result: EvalResult) -> int:
-    """How far a response got (0 format error ... 4 correct): DCP's notion of progress."""
-    return STATUS_RANK.get(result.status, 0)

@@ -9,7 +9,6 @@ unchanged with defaults for the metadata.
 
 from __future__ import annotations
 
-import random
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -189,10 +188,6 @@ def scale_to_numel(task: Task, max_numel: int) -> Task:
         name = max(constants, key=lambda n: constants[n])
         overrides[name] = max(8, constants[name] // 2)
     raise ValueError(f"task {task.id} cannot be shrunk to {max_numel} input elements by scaling its size constants")
-
-
-def pick_task(tasks: list[Task], seed: int | None) -> Task:
-    return random.Random(seed).choice(tasks) if seed is not None else random.choice(tasks)
 
 
 def instantiate(task: Task, seed: int) -> tuple[dict[str, Any], torch.nn.Module, list[Any], list[Any]]:

@@ -38,8 +38,12 @@ def make_reply(payload):
 
 
 def describe(_):
+    import getpass
+
     return {"pid": os.getpid(), "uid": os.getuid(), "cwd": os.getcwd(), "env": dict(os.environ),
-            "listing": sorted(os.listdir(".")), "procs": sum(p.isdigit() for p in os.listdir("/proc"))}
+            "listing": sorted(os.listdir(".")), "procs": sum(p.isdigit() for p in os.listdir("/proc")),
+            "user": getpass.getuser(), "proc_read_only": bool(os.statvfs("/proc").f_flag & os.ST_RDONLY),
+            "proc_sys_read_only": bool(os.statvfs("/proc/sys").f_flag & os.ST_RDONLY)}
 
 
 def raise_value_error(_):
@@ -196,12 +200,15 @@ def test_worker_is_confined(pool, sandbox):
         del os.environ["LEAP_SANDBOX_TEST_SECRET"]
     assert "LEAP_SANDBOX_TEST_SECRET" not in out["env"]
     assert out["env"]["HOME"] == out["cwd"] == out["env"]["TMPDIR"]
-    assert set(out["env"]) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", *sandbox.DEFAULT_ENV_ALLOW}
+    assert set(out["env"]) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "USER", "LOGNAME",
+                               *sandbox.DEFAULT_ENV_ALLOW}
     assert out["cwd"] != os.getcwd() and out["listing"] == []
+    assert out["user"]  # getpass.getuser() works under a uid with no passwd entry
     if os.geteuid() == 0:
         assert out["uid"] != 0 and pool.isolation["uid"] == out["uid"]
         assert pool.isolation["netns"] and pool.isolation["mountns"] and pool.isolation["pidns"]
         assert out["procs"] <= 3  # a private /proc: the worker sees its own namespace only
+        assert not out["proc_read_only"] and out["proc_sys_read_only"]  # cuInit fails under a read-only /proc
 
 
 def test_workdir_is_emptied_between_calls(pool):

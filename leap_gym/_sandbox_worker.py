@@ -56,6 +56,9 @@ PR_SET_CHILD_SUBREAPER = 36
 CLONE_NEWPID = 0x20000000
 MS_NOEXEC = 0x8
 
+#: Parts of /proc that tune the whole machine: read-only in the worker's view even for root.
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+
 _replace_requested = False
 
 
@@ -133,15 +136,21 @@ def _expose(libc: ctypes.CDLL, paths: list[str]) -> None:
 
 
 def _read_only_filesystem(libc: ctypes.CDLL, writable: list[str], expose: list[str]) -> None:
-    """In a fresh mount namespace: everything read-only and nosuid except `writable` (bind mounts)."""
+    """In a fresh mount namespace: everything read-only and nosuid except `writable` (bind mounts)
+    and ``/proc``, whose files' own permissions decide (the CUDA driver's ``cuInit`` fails with 304,
+    operating-system call failed, under a read-only ``/proc``); the kernel's knobs in it
+    (`PROC_READ_ONLY`) stay read-only."""
     _check(libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "mount private /")
     _expose(libc, [*expose, *writable])
-    for path in writable:
+    knobs = [p for p in PROC_READ_ONLY if os.path.exists(p)]
+    for path in [*writable, *knobs]:
         _check(libc.mount(path.encode(), path.encode(), None, ctypes.c_ulong(MS_BIND | MS_REC), None),
                f"bind {path}")
     _mount_setattr(libc, "/", AT_RECURSIVE, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0)
     for path in writable:
         _mount_setattr(libc, path, 0, 0, MOUNT_ATTR_RDONLY)
+    if os.path.ismount("/proc"):
+        _mount_setattr(libc, "/proc", 0, 0, MOUNT_ATTR_RDONLY)
 
 
 def _confine(cfg: dict[str, Any], notes: list[str]) -> dict[str, Any]:

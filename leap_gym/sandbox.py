@@ -352,6 +352,8 @@ class WorkerPool:
     def _worker_env(self, env: dict[str, str], allow: tuple[str, ...]) -> dict[str, str]:
         out = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
                "LANG": os.environ.get("LANG", "C.UTF-8"), "PYTHONDONTWRITEBYTECODE": "1"}
+        if self.drop_privileges:  # a worker's uid has no passwd entry: getpass.getuser() (torch's caches) reads these
+            out["USER"] = out["LOGNAME"] = "leap-sandbox"
         out.update({k: os.environ[k] for k in allow if k in os.environ})
         out.update(env)
         if "LEAP_GYM_CACHE" not in out:

@@ -119,6 +119,18 @@ def _load_python_block(job: EvalJob, kernels: Any) -> tuple[type, dict[str, Any]
     return model_new, namespace
 
 
+def cuda_probe(_: Any = None) -> str:
+    """Run in a worker: "" when torch can use the GPU there, else why not."""
+    try:
+        import torch
+
+        torch.zeros(1, device="cuda").add_(1)
+        torch.cuda.synchronize()
+        return ""
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
 def run_job(job: EvalJob) -> EvalResult:
     """Compile, load, run and check one response (runs inside a worker process).
 
@@ -475,10 +487,37 @@ class Evaluator:
             if self._pool is None:
                 limits = SandboxLimits(wall_time_s=self.config.timeout_s)
                 if self.backend.device == "cuda":
-                    limits = replace(limits, address_space_bytes=None)
-                self._pool = WorkerPool(size=self.config.workers, limits=limits,
-                                        preload=["torch", "leap_gym.evaluate"])
+                    self._pool = self._gpu_pool(replace(limits, address_space_bytes=None))
+                else:
+                    self._pool = WorkerPool(size=self.config.workers, limits=limits,
+                                            preload=["torch", "leap_gym.evaluate"])
             return self._pool
+
+    def _gpu_pool(self, limits: Any):
+        """A pool whose workers can reach the GPU.
+
+        The CUDA driver needs more of the system than a CPU worker does (``cuInit`` returned 304,
+        operating-system call failed, under a read-only ``/proc`` on an H200 machine; the view now
+        leaves ``/proc`` writable). Where the driver still does not start under the workers'
+        read-only view of the file system, the pool is replaced by one without that view, with a
+        warning, rather than every evaluation failing; `WorkerPool.isolation` tells which.
+        """
+        from leap_gym.sandbox import WorkerPool
+
+        pool = None
+        for read_only_fs in (True, False):
+            pool = WorkerPool(size=self.config.workers, limits=limits, preload=["torch", "leap_gym.evaluate"],
+                              read_only_fs=read_only_fs)
+            outcome = pool.run("leap_gym.evaluate:cuda_probe", None, timeout=120)
+            error = outcome.value if outcome.ok else outcome.failure
+            if not error or not read_only_fs:
+                if error:
+                    log.warning("the GPU is unusable in a sandbox worker: %s", error)
+                return pool
+            log.warning("the CUDA driver does not start in a worker with a read-only file system view (%s); "
+                        "workers run without that view", error)
+            pool.close()
+        return pool
 
     def job_for(self, task: Task, parsed: ParsedResponse, checked: bool = False) -> EvalJob:
         cfg = self.config

@@ -11,7 +11,7 @@ repeatability figures, and a summary; the speedup table is appended to the log. 
 is pytest's (0 when everything passed), or 3 when the `cuda` backend is unavailable (every test is
 then skipped, with the reason in the log).
 
-Meant to finish in under 5 minutes on one H100. Written without a GPU: not yet run on one.
+Meant to finish in under 5 minutes on one H100 or H200.
 """
 
 from __future__ import annotations

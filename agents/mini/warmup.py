@@ -8,7 +8,7 @@ Data, from the training split only:
   evaluated in the environment, and a mutant that really fails becomes
   ``prompt(task, mutant, its real feedback) -> reference``. Mutants that pass are dropped.
 
-The warm-up is deliberately short (a few hundred SFT steps): it must leave a policy that solves
+The warm-up is deliberately short (200 SFT steps): it must leave a policy that solves
 some tasks at the first turn, fixes some with feedback and fails some, the regime where DCP and the
 rank reward matter. The checkpoint is cached under ``$LEAP_GYM_CACHE/mini/warmup-<hash>``.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import random
 import time
 from collections.abc import Callable
@@ -52,7 +53,7 @@ class WarmupConfig:
     model: MiniModelConfig = field(default_factory=MiniModelConfig)
     mutants_per_task: int = field(default=6, metadata={"help": "mutants evaluated per reference kernel"})
     first_turn_weight: int = field(default=3, metadata={"help": "copies of each first-turn example"})
-    sft_steps: int = field(default=300, metadata={"help": "SFT optimizer steps"})
+    sft_steps: int = field(default=200, metadata={"help": "SFT optimizer steps (200: about 0.4 first-turn pass@1 on the training tasks, 0.65 within four turns)"})
     batch_size: int = field(default=16, metadata={"help": "SFT examples per step"})
     lr: float = field(default=3e-3, metadata={"help": "SFT peak learning rate (cosine decay)"})
     seed: int = field(default=0, metadata={"help": "model init and data order seed"})
@@ -201,7 +202,12 @@ def warmup_policy(config: WarmupConfig | None = None, cache: Path | None = None,
                         eos_token_id=tokenizer.convert_tokens_to_ids(EOS))
     policy = MiniPolicy(model, tokenizer, config.max_new_tokens)
     t1 = time.perf_counter()
-    losses = sft(policy, examples, config.sft_steps, config.batch_size, config.lr, config.seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(os.cpu_count() or 1)  # nothing else runs during SFT
+    try:
+        losses = sft(policy, examples, config.sft_steps, config.batch_size, config.lr, config.seed)
+    finally:
+        torch.set_num_threads(threads)
     t2 = time.perf_counter()
     meta = {"config": asdict(config), "split": split.to_dict(), "backend": backend, "data": stats,
             "examples": {"first_turn": sum(e.kind == "first_turn" for e in examples),

@@ -10,7 +10,8 @@ One step: every task of the step's batch gets a group of G trajectories; turn 1 
 turn the arm decides who refines (single-turn: nobody; multi-turn: every unsolved trajectory; LEAP:
 `dcp_decide`); then rewards, group-relative advantages, and one policy-gradient update in which every
 turn of a trajectory is a sample conditioned on its history (a single clipped-PPO epoch, so the ratio
-is 1 and the clip never binds: plain token-level REINFORCE with a group baseline).
+is 1 and the clip never binds: REINFORCE with a group baseline, every sample's tokens averaged and
+the samples weighted equally).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class ArmConfig:
     max_turns: int = field(default=3, metadata={"help": "turn budget (single-turn uses 1)"})
     gamma: float = field(default=0.4, metadata={"help": "Kevin's discount (multi-turn arm)"})
     easy_threshold: float = field(default=0.5, metadata={"help": "DCP: a group at this pass rate stops"})
-    lr: float = field(default=3e-4, metadata={"help": "AdamW learning rate"})
+    lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate (3e-4 collapses the warm-up policy within a few steps)"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature (1.0: the warm-up policy solves some tasks at once, fixes some, fails some)"})
     clip: float = field(default=0.2, metadata={"help": "PPO clip range"})
     micro_batch: int = field(default=8, metadata={"help": "samples per forward/backward"})
@@ -209,7 +210,9 @@ def update(policy: MiniPolicy, optimizer: torch.optim.Optimizer, groups: list[li
         adv = torch.tensor([s.advantage for s in chunk]).unsqueeze(1)
         ratio = torch.exp(logp - logp.detach())
         obj = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - cfg.clip, 1 + cfg.clip) * adv)
-        loss = -(obj * mask).sum() / total_tokens
+        # Each sample's mean over its tokens, then the mean over samples (GRPO's normalisation): with a
+        # sum over all tokens, long failed responses (truncated rambling) outweigh short correct ones.
+        loss = -((obj * mask).sum(1) / mask.sum(1)).sum() / len(samples)
         loss.backward()
     torch.nn.utils.clip_grad_norm_(policy.model.parameters(), 1.0)
     optimizer.step()

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-#: What ``leap-train`` with no arguments runs (change here to make another preset the default job).
+#: The preset of a ``leap-train`` whose arguments name neither a preset nor a config file.
 DEFAULT_PRESET = "smoke"
 
 
@@ -39,10 +39,16 @@ def train_main(argv: list[str] | None = None) -> int:
     from leap_agents.config import available_presets, help_lines, load_config
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:  # the main job: LEAP-mini, a shortened LEAP training of a small policy on the CPU
+        from leap_agents.mini.main import mini_main
+
+        return mini_main([])
     parser = argparse.ArgumentParser(
         prog="leap-train", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Train an LLM policy on the LEAP gym. Without arguments: the "
-                    f"'{DEFAULT_PRESET}' preset. Any config key can be overridden with --key value or --set key=value.",
+        description="Train an LLM policy on the LEAP gym. Without arguments: LEAP-mini (python -m leap_agents.mini), "
+                    "a shortened LEAP training of a small policy built here, on the CPU. With arguments, "
+                    f"the '{DEFAULT_PRESET}' preset unless --preset or --config says otherwise. Any config key can "
+                    "be overridden with --key value or --set key=value.",
         epilog="config keys (default): help\n" + "\n".join(help_lines()))
     parser.add_argument("--config", help="YAML config file (over the preset)")
     parser.add_argument("--preset", help=f"named preset: {', '.join(available_presets())}")

@@ -1,4 +1,4 @@
-"""`leap-eval` over a small suite (reference replay on compile-only) and `leap-train`'s defaults."""
+"""`leap-eval` over a small suite (reference replay on compile-only) and what `leap-train` runs by default."""
 
 import json
 
@@ -17,7 +17,15 @@ def test_leap_eval_table_and_json(tmp_path, capsys):
     assert data["tasks"][0]["statuses"] == [["COMPILED"], ["COMPILED"]]
 
 
-def test_leap_train_without_arguments_is_the_default_preset(capsys):
+def test_leap_train_without_arguments_runs_leap_mini(monkeypatch):
+    import leap_agents.mini.main as mini
+
+    calls = []
+    monkeypatch.setattr(mini, "mini_main", lambda argv: calls.append(argv) or 0)
+    assert train_main([]) == 0 and calls == [[]]
+
+
+def test_leap_train_with_arguments_defaults_to_the_smoke_preset(capsys):
     assert DEFAULT_PRESET == "smoke"
     assert train_main(["--print-config"]) == 0
     cfg = json.loads(capsys.readouterr().out)

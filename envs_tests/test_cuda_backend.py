@@ -381,3 +381,25 @@ def test_gpu_broken_variants_get_the_same_statuses_on_the_cpu_backend():
             assert result.detail == detail and phrase in result.message + "\n".join(result.errors), name
         else:
             assert result.detail == "out_of_bounds", result.message
+
+
+def test_gpu_pool_drops_the_read_only_view_when_the_driver_does_not_start(caplog):
+    """Here no worker reaches a GPU, so the probe fails under both views: the pool is rebuilt once,
+    without the read-only view, and both failures are logged."""
+    from leap_gym.evaluate import _gpu_pool
+    from leap_gym.sandbox import SandboxLimits, WorkerPool
+
+    made = []
+
+    def make(read_only_fs: bool = True) -> WorkerPool:
+        made.append(WorkerPool(size=1, limits=SandboxLimits(address_space_bytes=None), preload=["torch"],
+                               read_only_fs=read_only_fs))
+        return made[-1]
+
+    with caplog.at_level("WARNING", logger="leap_gym.evaluate"):
+        pool = _gpu_pool(make)
+    try:
+        assert [p.read_only_fs for p in made] == [True, False] and pool is made[1]
+        assert "read-only file system view" in caplog.text and "unusable" in caplog.text
+    finally:
+        pool.close()

@@ -14,7 +14,7 @@ import time
 import traceback
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -129,6 +129,34 @@ def cuda_probe(_: Any = None) -> str:
         return ""
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
+
+
+def _gpu_error(pool: Any) -> str:
+    """Why torch cannot use the GPU in `pool`'s workers ("" when it can)."""
+    outcome = pool.run("leap_gym.evaluate:cuda_probe", None, timeout=120)
+    return outcome.value if outcome.ok else f"{outcome.failure}: {outcome.message}"
+
+
+def _gpu_pool(make: Callable[..., Any]) -> Any:
+    """A pool from ``make(read_only_fs=...)`` whose workers can reach the GPU.
+
+    The CUDA driver needs more of the system than a CPU worker does (``cuInit`` returned 304,
+    operating-system call failed, under a read-only ``/proc`` on an H200 machine; the view now
+    leaves ``/proc`` writable). Where the driver still does not start under the workers' read-only
+    view of the file system, the pool is replaced by one without that view, with a warning, rather
+    than every evaluation failing; `WorkerPool.isolation` tells which.
+    """
+    pool = make()
+    error = _gpu_error(pool)
+    if error:
+        log.warning("the CUDA driver does not start in a worker with a read-only file system view (%s); "
+                    "workers run without that view", error)
+        pool.close()
+        pool = make(read_only_fs=False)
+        error = _gpu_error(pool)
+        if error:
+            log.warning("the GPU is unusable in a sandbox worker: %s", error)
+    return pool
 
 
 def run_job(job: EvalJob) -> EvalResult:
@@ -486,38 +514,16 @@ class Evaluator:
                 return self._checked_pool
             if self._pool is None:
                 limits = SandboxLimits(wall_time_s=self.config.timeout_s)
-                if self.backend.device == "cuda":
-                    self._pool = self._gpu_pool(replace(limits, address_space_bytes=None))
-                else:
-                    self._pool = WorkerPool(size=self.config.workers, limits=limits,
-                                            preload=["torch", "leap_gym.evaluate"])
+                gpu = self.backend.device == "cuda"
+                if gpu:
+                    limits = replace(limits, address_space_bytes=None)
+
+                def make(read_only_fs: bool = True) -> WorkerPool:
+                    return WorkerPool(size=self.config.workers, limits=limits, preload=["torch", "leap_gym.evaluate"],
+                                      read_only_fs=read_only_fs)
+
+                self._pool = _gpu_pool(make) if gpu else make()
             return self._pool
-
-    def _gpu_pool(self, limits: Any):
-        """A pool whose workers can reach the GPU.
-
-        The CUDA driver needs more of the system than a CPU worker does (``cuInit`` returned 304,
-        operating-system call failed, under a read-only ``/proc`` on an H200 machine; the view now
-        leaves ``/proc`` writable). Where the driver still does not start under the workers'
-        read-only view of the file system, the pool is replaced by one without that view, with a
-        warning, rather than every evaluation failing; `WorkerPool.isolation` tells which.
-        """
-        from leap_gym.sandbox import WorkerPool
-
-        pool = None
-        for read_only_fs in (True, False):
-            pool = WorkerPool(size=self.config.workers, limits=limits, preload=["torch", "leap_gym.evaluate"],
-                              read_only_fs=read_only_fs)
-            outcome = pool.run("leap_gym.evaluate:cuda_probe", None, timeout=120)
-            error = outcome.value if outcome.ok else outcome.failure
-            if not error or not read_only_fs:
-                if error:
-                    log.warning("the GPU is unusable in a sandbox worker: %s", error)
-                return pool
-            log.warning("the CUDA driver does not start in a worker with a read-only file system view (%s); "
-                        "workers run without that view", error)
-            pool.close()
-        return pool
 
     def job_for(self, task: Task, parsed: ParsedResponse, checked: bool = False) -> EvalJob:
         cfg = self.config

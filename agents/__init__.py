@@ -12,8 +12,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from leap_agents.dcp import REASONS, Decision, DCPConfig, DifficultyTracker, dcp_decide
-from leap_agents.rewards import group_advantages, kevin_returns, rank_rewards, single_turn_rewards, solved_fraction
+from leap_agents.algorithms.dcp import REASONS, Decision, DCPConfig, DifficultyTracker, dcp_decide
+from leap_agents.algorithms.rewards import group_advantages, kevin_returns, rank_rewards, single_turn_rewards, solved_fraction
 
 _LAZY = {
     "Generation": "leap_agents.policies.base",
@@ -21,20 +21,20 @@ _LAZY = {
     "ScriptedPolicy": "leap_agents.policies.base",
     "HFPolicy": "leap_agents.policies.hf",
     "OpenAIPolicy": "leap_agents.policies.openai",
-    "RolloutConfig": "leap_agents.rollout",
-    "RolloutEngine": "leap_agents.rollout",
-    "RolloutBatch": "leap_agents.rollout",
-    "Trajectory": "leap_agents.trajectory",
-    "Turn": "leap_agents.trajectory",
-    "assign_rewards": "leap_agents.trajectory",
-    "TrainConfig": "leap_agents.config",
-    "load_config": "leap_agents.config",
-    "LeapTrainer": "leap_agents.trainer",
-    "summarize": "leap_agents.metrics",
-    "build_tiny": "leap_agents.tiny",
-    "RayEvaluator": "leap_agents.ray_pool",
-    "LeapRollout": "leap_agents.trl_integration",
-    "make_grpo_trainer": "leap_agents.trl_integration",
+    "RolloutConfig": "leap_agents.training.rollout",
+    "RolloutEngine": "leap_agents.training.rollout",
+    "RolloutBatch": "leap_agents.training.rollout",
+    "Trajectory": "leap_agents.training.trajectory",
+    "Turn": "leap_agents.training.trajectory",
+    "assign_rewards": "leap_agents.training.trajectory",
+    "TrainConfig": "leap_agents.training.config",
+    "load_config": "leap_agents.training.config",
+    "LeapTrainer": "leap_agents.training.trainer",
+    "summarize": "leap_agents.training.metrics",
+    "build_tiny": "leap_agents.training.tiny",
+    "RayEvaluator": "leap_agents.integrations.ray_pool",
+    "LeapRollout": "leap_agents.integrations.trl",
+    "make_grpo_trainer": "leap_agents.integrations.trl",
 }
 
 __all__ = ["REASONS", "DCPConfig", "Decision", "DifficultyTracker", "dcp_decide", "group_advantages", "kevin_returns",

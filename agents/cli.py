@@ -36,16 +36,16 @@ def _split_overrides(extra: list[str], parser: argparse.ArgumentParser) -> list[
 
 def train_main(argv: list[str] | None = None) -> int:
     """``leap-train``: train a policy with LEAP (DCP + rank reward) or a baseline."""
-    from leap_agents.config import available_presets, help_lines, load_config
+    from leap_agents.training.config import available_presets, help_lines, load_config
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:  # the main job: LEAP-mini, a shortened LEAP training of a small policy on the CPU
-        from leap_agents.mini.main import mini_main
+        from leap_agents.training.mini.main import mini_main
 
         return mini_main([])
     parser = argparse.ArgumentParser(
         prog="leap-train", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Train an LLM policy on the LEAP gym. Without arguments: LEAP-mini (python -m leap_agents.mini), "
+        description="Train an LLM policy on the LEAP gym. Without arguments: LEAP-mini (python -m leap_agents.training.mini), "
                     "a shortened LEAP training of a small policy built here, on the CPU. With arguments, "
                     f"the '{DEFAULT_PRESET}' preset unless --preset or --config says otherwise. Any config key can "
                     "be overridden with --key value or --set key=value.",
@@ -68,12 +68,12 @@ def train_main(argv: list[str] | None = None) -> int:
         config = load_config(args.config, preset, overrides)
     except (KeyError, ValueError, FileNotFoundError) as exc:
         parser.error(str(exc))
-    from leap_agents.config import to_dict
+    from leap_agents.training.config import to_dict
 
     if args.print_config:
         print(json.dumps(to_dict(config), indent=2))
         return 0
-    from leap_agents.trainer import LeapTrainer
+    from leap_agents.training.trainer import LeapTrainer
 
     trainer = LeapTrainer(config)
     history = trainer.train()
@@ -99,7 +99,7 @@ def _build_eval_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
     from leap_agents.policies.hf import HFPolicy
 
     if args.model == "tiny":
-        from leap_agents.tiny import build_tiny
+        from leap_agents.training.tiny import build_tiny
 
         model, tokenizer = build_tiny()
         return HFPolicy(model, tokenizer, max_new_tokens=args.max_new_tokens, temperature=args.temperature)
@@ -131,9 +131,9 @@ def eval_main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
 
     import leap_gym
-    from leap_agents.dcp import DCPConfig
-    from leap_agents.metrics import summarize
-    from leap_agents.rollout import RolloutConfig, RolloutEngine, RolloutBatch
+    from leap_agents.algorithms.dcp import DCPConfig
+    from leap_agents.training.metrics import summarize
+    from leap_agents.training.rollout import RolloutConfig, RolloutEngine, RolloutBatch
 
     tasks = leap_gym.load_tasks(args.tasks)
     if args.task_ids:

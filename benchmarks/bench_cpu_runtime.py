@@ -47,7 +47,7 @@ THREADS = 256
 def bench_leap(n: int, repeats: int = 5) -> dict[str, float]:
     from leap_gym.backends.cpu import CpuBackend
     from leap_gym.backends.nvrtc import compile_cuda
-    from leap_gym.kernels import Kernels, parse_kernel_signatures
+    from leap_gym.evaluation.kernels import Kernels, parse_kernel_signatures
 
     compiled = compile_cuda(CUDA_SOURCE, "sm_90")
     assert compiled.ok, compiled.log
@@ -122,7 +122,8 @@ def bench_numba(n: int) -> dict[str, float]:
 
 def bench_tasks() -> None:
     import leap_gym
-    from leap_gym.evaluate import EvalJob, prepare, run_job
+    from leap_gym.evaluation.pipeline import EvalJob
+    from leap_gym.evaluation.languages import prepare, run_job
 
     def run_all(label: str) -> list[float]:
         times = []

@@ -107,7 +107,7 @@ def nvrtc_evaluate_on_gpu(arch: str) -> None:
 
     from leap_gym.backends.base import get_backend
     from leap_gym.backends.nvrtc import compile_cuda
-    from leap_gym.kernels import Kernels, parse_kernel_signatures
+    from leap_gym.evaluation.kernels import Kernels, parse_kernel_signatures
 
     source, _ = _unique(KERNEL)
     backend = get_backend("cuda")

@@ -25,9 +25,9 @@ from typing import Any
 import leap_gym
 from leap_agents import DCPConfig
 from leap_agents.policies.base import Generation
-from leap_agents.rewards import group_advantages
-from leap_agents.rollout import RolloutConfig, RolloutEngine
-from leap_agents.trajectory import assign_rewards
+from leap_agents.algorithms.rewards import group_advantages
+from leap_agents.training.rollout import RolloutConfig, RolloutEngine
+from leap_agents.training.trajectory import assign_rewards
 
 BROKEN = '```cuda\nextern "C" __global__ void k(float* y) { y[0] = undefined_symbol; }\n```'
 NO_CODE = "I am not sure how to write this kernel."

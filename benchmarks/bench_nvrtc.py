@@ -9,7 +9,7 @@ import statistics
 import time
 
 from leap_gym.backends.nvrtc import compile_cuda
-from leap_gym.parse import parse_response
+from leap_gym.evaluation.parse import parse_response
 from leap_gym.tasks import load_tasks
 
 

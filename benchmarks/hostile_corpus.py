@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "envs_tests"))
 
 import leap_gym  # noqa: E402
-from leap_gym.evaluate import Evaluator  # noqa: E402
+from leap_gym.evaluation.evaluator import Evaluator  # noqa: E402
 from leap_gym.result import CORRECT  # noqa: E402
 from test_hostile import CASES, CORPUS, StrictEvaluator  # noqa: E402
 

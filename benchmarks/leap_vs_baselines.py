@@ -1,6 +1,6 @@
 """LEAP-mini: LEAP against single-turn GRPO and full multi-turn refinement (Kevin, gamma 0.4), on a CPU.
 
-All three arms start from the same cached warm-up checkpoint (`leap_agents.mini.warmup`), with the same
+All three arms start from the same cached warm-up checkpoint (`leap_agents.training.mini.warmup`), with the same
 seeds and the same prompt budget (tasks per step x group size x steps), real NVRTC compilation and
 real kernel execution on the `cpu` backend. Every step records pass@1 and pass by turn of its
 rollout (on-policy, before the update; the training tasks), the wall-clock split into generation,
@@ -31,9 +31,9 @@ from pathlib import Path
 
 import torch
 
-from leap_agents.mini.judge import Judge
-from leap_agents.mini.rl import ARMS, ArmConfig, evaluate_policy, stats_dict, train_arm
-from leap_agents.mini.warmup import WarmupConfig, pick_backend, warmup_policy
+from leap_agents.training.mini.judge import Judge
+from leap_agents.training.mini.rl import ARMS, ArmConfig, evaluate_policy, stats_dict, train_arm
+from leap_agents.training.mini.warmup import WarmupConfig, pick_backend, warmup_policy
 
 log = logging.getLogger("leap_vs_baselines")
 
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     policy, split, warm_meta = warmup_policy(warm_cfg, backend=args.backend)
     warm_s = time.perf_counter() - t0
-    from leap_agents.mini.data import mini_tasks
+    from leap_agents.training.mini.data import mini_tasks
 
     by_id = {t.id: t for t in mini_tasks()}
     train = [by_id[i] for i in split.train]

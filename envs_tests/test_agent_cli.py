@@ -18,7 +18,7 @@ def test_leap_eval_table_and_json(tmp_path, capsys):
 
 
 def test_leap_train_without_arguments_runs_leap_mini(monkeypatch):
-    import leap_agents.mini.main as mini
+    import leap_agents.training.mini.main as mini
 
     calls = []
     monkeypatch.setattr(mini, "mini_main", lambda argv: calls.append(argv) or 0)

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import torch
 
-from leap_agents.logprobs import response_logprobs
+from leap_agents.training.logprobs import response_logprobs
 from leap_agents.policies import HFPolicy, OpenAIPolicy, ScriptedPolicy, render_chat, turn_of
 
 
@@ -25,7 +25,7 @@ def test_scripted_policy_replays_per_task_and_turn():
 
 @pytest.fixture(scope="module")
 def tiny():
-    from leap_agents.tiny import build_tiny_model, build_tokenizer
+    from leap_agents.training.tiny import build_tiny_model, build_tokenizer
 
     tok = build_tokenizer(["```cuda\nextern \"C\" __global__ void relu_kernel(const float* x) {}\n```"] * 20,
                           vocab_size=300)

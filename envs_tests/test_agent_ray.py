@@ -12,8 +12,8 @@ import gymnasium as gym  # noqa: E402
 
 import leap_gym  # noqa: E402
 from leap_agents import DCPConfig, ScriptedPolicy  # noqa: E402
-from leap_agents.ray_pool import RayEvaluator  # noqa: E402
-from leap_agents.rollout import RolloutConfig, RolloutEngine  # noqa: E402
+from leap_agents.integrations.ray_pool import RayEvaluator  # noqa: E402
+from leap_agents.training.rollout import RolloutConfig, RolloutEngine  # noqa: E402
 
 BAD_CUDA = '```cuda\nextern "C" __global__ void relu_kernel(const float* x, float* y, int n) { y[0] = x; }\n```'
 WRONG_CUDA = ('```cuda\nextern "C" __global__ void relu_kernel(const float* x, float* y, int n) {\n'

@@ -5,9 +5,9 @@ import pytest
 
 import leap_gym
 from leap_agents import DCPConfig, ScriptedPolicy
-from leap_agents.metrics import summarize
-from leap_agents.rollout import RolloutConfig, RolloutEngine
-from leap_agents.trajectory import Trajectory, assign_rewards
+from leap_agents.training.metrics import summarize
+from leap_agents.training.rollout import RolloutConfig, RolloutEngine
+from leap_agents.training.trajectory import Trajectory, assign_rewards
 
 BAD_CUDA = '```cuda\nextern "C" __global__ void relu_kernel(const float* x, float* y, int n) { y[0] = x; }\n```'
 NO_BLOCK = "I would write a kernel here."

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from leap_agents.cli import _split_overrides
-from leap_agents.config import TrainConfig, help_lines, load_config, set_value
+from leap_agents.training.config import TrainConfig, help_lines, load_config, set_value
 
 ARGS = ["--preset", "smoke", "--backend", "compile-only", "--rollout.group_size", "2", "--rollout.max_new_tokens", "8",
         "--rollout.guide_prob", "0.5", "--rollout.progress_bar", "false", "--model.tiny_vocab", "512",

@@ -3,7 +3,7 @@
 Every task must load with metadata, cpu and gpu size presets and at least one reference solution;
 level-1 tasks ship a short-form wrapper. Every reference solution must compile with NVRTC for sm_90,
 every reference `Model` must run at the cpu preset, and, where the CPU runtime is available, every
-reference solution must be judged CORRECT by `leap_gym.evaluate` on the cpu backend.
+reference solution must be judged CORRECT by `leap_gym.evaluation.pipeline` on the cpu backend.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 import pytest
 import torch
 
-from leap_gym.kernels import parse_kernel_signatures
+from leap_gym.evaluation.kernels import parse_kernel_signatures
 from leap_gym.tasks import Task, input_numel, instantiate, load_tasks
 
 CPU_MAX_INPUT_NUMEL = 1 << 16
@@ -91,7 +91,7 @@ def test_reference_solution_compiles_for_sm90(task: Task, index: int):
 
 @pytest.mark.parametrize("task,index", SOLUTIONS, ids=SOLUTION_IDS)
 def test_reference_solution_passes_format_and_static_checks(task: Task, index: int):
-    from leap_gym.evaluate import prepare
+    from leap_gym.evaluation.languages import prepare
     from leap_gym.result import EvalResult
 
     parsed = prepare(task, task.reference_solutions[index])

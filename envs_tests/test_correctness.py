@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from leap_gym.correctness import TorchOpError, TorchOpGuard, compare_outputs, inputs_modified
+from leap_gym.evaluation.correctness import TorchOpError, TorchOpGuard, compare_outputs, inputs_modified
 
 
 def test_matching_outputs_pass_within_tolerance():

@@ -31,7 +31,7 @@ extern "C" __global__ void shift_read(const float* x, float* y, int n) {
 SCRIPT = textwrap.dedent(f'''
     import torch
     from leap_gym.backends.cpu import CpuBackend, asan_loaded
-    from leap_gym.kernels import Kernels, parse_kernel_signatures
+    from leap_gym.evaluation.kernels import Kernels, parse_kernel_signatures
     assert asan_loaded()
     src = {CUDA!r}
     sigs = parse_kernel_signatures(src)

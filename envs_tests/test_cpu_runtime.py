@@ -13,7 +13,7 @@ import torch
 
 from leap_gym.backends.base import KernelRuntimeError
 from leap_gym.backends.cpu import CpuBackend, find_compiler
-from leap_gym.kernels import Kernels, parse_kernel_signatures
+from leap_gym.evaluation.kernels import Kernels, parse_kernel_signatures
 
 pytestmark = pytest.mark.skipif(find_compiler() is None, reason="no host C++ compiler for the CPU runtime")
 

@@ -15,12 +15,12 @@ import random
 import pytest
 import torch
 
-from leap_gym import timing
+from leap_gym.backends import timing
 from leap_gym.backends.base import BackendUnavailable, KernelRuntimeError, get_backend
 from leap_gym.backends.cuda import (CudaBackend, achieved_bandwidth_gbps, driver_supports, error_info, error_name,
                                     error_name_from_torch, format_error, pack_kernel_params, peak_bandwidth_gbps,
                                     pick_arch, tensor_bytes, theoretical_occupancy)
-from leap_gym.kernels import marshal_args, parse_kernel_signatures
+from leap_gym.evaluation.kernels import marshal_args, parse_kernel_signatures
 
 NO_GPU = not torch.cuda.is_available()
 needs_no_gpu = pytest.mark.skipif(not NO_GPU, reason="checks the behaviour on a machine without a GPU")
@@ -59,7 +59,7 @@ def test_auto_resolves_to_cpu():
 
 @needs_no_gpu
 def test_evaluator_refuses_cuda_with_the_reason():
-    from leap_gym.evaluate import Evaluator
+    from leap_gym.evaluation.evaluator import Evaluator
 
     with pytest.raises(BackendUnavailable, match="backend 'cuda' is unavailable"):
         Evaluator(backend="cuda")
@@ -263,8 +263,8 @@ def test_gpu_test_kernels_compile_for_sm90():
 
 def test_gpu_broken_variants_parse_and_compile_as_intended():
     from leap_gym.backends.nvrtc import compile_cuda
-    from leap_gym.evaluate import prepare
-    from leap_gym.parse import ParsedResponse
+    from leap_gym.evaluation.languages import prepare
+    from leap_gym.evaluation.parse import ParsedResponse
     from leap_gym.result import COMPILE_ERROR
 
     module = _gpu_test_module("test_gpu_evaluate")
@@ -386,7 +386,7 @@ def test_gpu_broken_variants_get_the_same_statuses_on_the_cpu_backend():
 def test_gpu_pool_drops_the_read_only_view_when_the_driver_does_not_start(caplog):
     """Here no worker reaches a GPU, so the probe fails under both views: the pool is rebuilt once,
     without the read-only view, and both failures are logged."""
-    from leap_gym.evaluate import _gpu_pool
+    from leap_gym.evaluation.evaluator import _gpu_pool
     from leap_gym.sandbox import SandboxLimits, WorkerPool
 
     made = []
@@ -396,7 +396,7 @@ def test_gpu_pool_drops_the_read_only_view_when_the_driver_does_not_start(caplog
                                read_only_fs=read_only_fs))
         return made[-1]
 
-    with caplog.at_level("WARNING", logger="leap_gym.evaluate"):
+    with caplog.at_level("WARNING", logger="leap_gym.evaluation.evaluator"):
         pool = _gpu_pool(make)
     try:
         assert [p.read_only_fs for p in made] == [True, False] and pool is made[1]

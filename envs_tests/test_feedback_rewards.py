@@ -2,9 +2,9 @@
 
 import pytest
 
-from leap_gym.feedback import estimate_tokens, render_feedback
+from leap_gym.evaluation.feedback import estimate_tokens, render_feedback
 from leap_gym.result import Diagnostic, EvalResult, KernelResources, Mismatch, Timing
-from leap_gym.rewards import binary_reward, get_reward_fn, speedup_reward, tiered_reward
+from leap_gym.evaluation.rewards import binary_reward, get_reward_fn, speedup_reward, tiered_reward
 
 
 def correct(speedup=None):

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from leap_gym.parse import MAX_RESPONSE_CHARS, FormatError, ParsedResponse, parse_response
-from leap_gym.static_check import check_python_block
+from leap_gym.evaluation.parse import MAX_RESPONSE_CHARS, FormatError, ParsedResponse, parse_response
+from leap_gym.evaluation.static_check import check_python_block
 
 WRAPPER = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
 

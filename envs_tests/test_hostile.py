@@ -16,8 +16,9 @@ import pytest
 import torch
 
 import leap_gym
-from leap_gym import correctness, hostile
-from leap_gym.evaluate import EvalJob, Evaluator
+from leap_gym.evaluation import correctness, hostile
+from leap_gym.evaluation.pipeline import EvalJob
+from leap_gym.evaluation.evaluator import Evaluator
 from leap_gym.result import CORRECT
 
 CORPUS = Path(__file__).parent / "adversarial"
@@ -202,7 +203,7 @@ def test_counting_launcher_counts_and_can_skip():
 def test_timing_that_sees_fewer_launches_than_calls_is_refused(tasks):
     """A backend that reports a speedup: forward must launch on every timed call (stubbed timer, real run)."""
     from leap_gym.backends.cpu import CpuBackend
-    from leap_gym.evaluate import prepare, run_job
+    from leap_gym.evaluation.languages import prepare, run_job
 
     class TimedCpu(CpuBackend):
         reports_speedup = True

@@ -5,7 +5,7 @@ import ctypes
 import pytest
 import torch
 
-from leap_gym.kernels import (Kernels, LaunchError, check_launch, marshal_args, normalize_dims,
+from leap_gym.evaluation.kernels import (Kernels, LaunchError, check_launch, marshal_args, normalize_dims,
                               parse_kernel_signatures)
 
 SOURCE = r'''

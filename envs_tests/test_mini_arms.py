@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from leap_agents.mini.data import EOS, as_response, mini_tasks, reference_cuda, render_prompt
-from leap_agents.mini.judge import Judge
-from leap_agents.mini.model import MiniModelConfig, build_model, train_tokenizer, wrap_tokenizer
-from leap_agents.mini.policy import MiniPolicy
-from leap_agents.mini.rl import ARMS, ArmConfig, Traj, TurnRecord, assign_advantages, train_arm
-from leap_agents.mini.warmup import WarmupExample, sft
+from leap_agents.training.mini.data import EOS, as_response, mini_tasks, reference_cuda, render_prompt
+from leap_agents.training.mini.judge import Judge
+from leap_agents.training.mini.model import MiniModelConfig, build_model, train_tokenizer, wrap_tokenizer
+from leap_agents.training.mini.policy import MiniPolicy
+from leap_agents.training.mini.rl import ARMS, ArmConfig, Traj, TurnRecord, assign_advantages, train_arm
+from leap_agents.training.mini.warmup import WarmupExample, sft
 
 pytest.importorskip("transformers")
 

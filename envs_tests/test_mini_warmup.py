@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from leap_agents.mini.data import (Split, as_response, brief_feedback, check_split, make_split, mini_tasks,
+from leap_agents.training.mini.data import (Split, as_response, brief_feedback, check_split, make_split, mini_tasks,
                                    reference_cuda, render_prompt, task_header)
-from leap_agents.mini.judge import Judge
-from leap_agents.mini.mutants import OPERATORS, mutants
-from leap_agents.mini.warmup import build_examples, tokenizer_corpus
+from leap_agents.training.mini.judge import Judge
+from leap_agents.training.mini.mutants import OPERATORS, mutants
+from leap_agents.training.mini.warmup import build_examples, tokenizer_corpus
 
 pytest.importorskip("tokenizers")
 

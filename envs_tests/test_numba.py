@@ -1,30 +1,29 @@
 """Numba kernels: detection, static check, and real runs in Numba's CUDA simulator (cpu backend).
 
 Runs go through a sandboxed worker (`run_numba_job`, what ``evaluate.run_job`` hands Numba jobs to)
-and, when the pipeline has the Numba hook (notes/numba_patch.diff), through `leap_gym.evaluate` and
+and, when `leap_gym.evaluation.languages` lists the numba language, through the pipeline and
 the environment. Sizes are tiny: the simulator runs every CUDA thread as a Python thread.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 
 import pytest
 
 import leap_gym
-from leap_gym import numba_examples as ne
-from leap_gym import numba_kernels as nk
-from leap_gym.evaluate import EvalJob
-from leap_gym.parse import ParsedResponse
+from leap_gym.integrations import numba_examples as ne
+from leap_gym.integrations import numba_kernels as nk
+from leap_gym.evaluation.pipeline import EvalJob
+from leap_gym.evaluation.parse import ParsedResponse
 from leap_gym.result import COMPILED, CORRECT, FORMAT_ERROR, RUNTIME_ERROR, WRONG_OUTPUT
 from leap_gym.sandbox import SandboxLimits, WorkerPool
 from leap_gym.tasks import load_tasks
 
 TASKS = {t.id: t for t in load_tasks("builtin")}
-evaluate_module = importlib.import_module("leap_gym.evaluate")  # leap_gym.evaluate is also a function
-HOOKED = "numba_kernels" in inspect.getsource(evaluate_module.prepare)
-needs_hook = pytest.mark.skipif(not HOOKED, reason="evaluate.py lacks the Numba hook (apply notes/numba_patch.diff)")
+languages = importlib.import_module("leap_gym.evaluation.languages")
+HOOKED = any(language.name == "numba" for language in languages.LANGUAGES)
+needs_hook = pytest.mark.skipif(not HOOKED, reason="leap_gym.evaluation.languages has no numba language")
 
 
 def _task(task_id: str):
@@ -33,7 +32,7 @@ def _task(task_id: str):
 
 @pytest.fixture(scope="module")
 def pool():
-    with WorkerPool(size=1, limits=SandboxLimits(wall_time_s=60), preload=["torch", "leap_gym.evaluate"]) as p:
+    with WorkerPool(size=1, limits=SandboxLimits(wall_time_s=60), preload=["torch", "leap_gym.evaluation.languages"]) as p:
         yield p
 
 
@@ -42,7 +41,7 @@ def _run(pool: WorkerPool, task, response: str, backend: str = "cpu"):
     assert isinstance(parsed, ParsedResponse), parsed
     job = EvalJob(task=task, cuda=parsed.cuda, python=parsed.python, backend=backend, arch="sm_90")
     assert nk.is_numba_job(job)
-    outcome = pool.run("leap_gym.numba_kernels:run_numba_job", job, timeout=60)
+    outcome = pool.run("leap_gym.integrations.numba_kernels:run_numba_job", job, timeout=60)
     assert outcome.ok, (outcome.failure, outcome.message, outcome.stderr_tail[-2000:])
     return outcome.value
 
@@ -104,7 +103,7 @@ def test_evaluate_and_env_judge_numba_like_cuda():
     assert leap_gym.evaluate(task, "```python\nimport numba\n```", backend="cpu").status == FORMAT_ERROR
     import gymnasium as gym
 
-    from leap_gym.wrappers import KernelLanguageWrapper
+    from leap_gym.integrations.wrappers import KernelLanguageWrapper
 
     env = KernelLanguageWrapper(gym.make("KernelDebugEnv-v0", tasks=[_task("level1/relu")], backend="cpu",
                                          max_turns=2), language="numba")
@@ -124,7 +123,7 @@ def test_numba_on_the_cuda_backend():
     if not available.ok:
         pytest.skip(f"the cuda backend is unavailable here: {available.reason}")
     limits = SandboxLimits(wall_time_s=120, address_space_bytes=None)
-    with WorkerPool(size=1, limits=limits, preload=["torch", "leap_gym.evaluate"]) as gpu_pool:
+    with WorkerPool(size=1, limits=limits, preload=["torch", "leap_gym.evaluation.languages"]) as gpu_pool:
         results = {tid: _run(gpu_pool, TASKS[tid].with_size("gpu"), ne.NUMBA_RESPONSES[tid], backend="cuda")
                    for tid in ("level1/relu", "level1/softmax")}
     if any(r.detail == "numba_unavailable" for r in results.values()):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from leap_gym.parse import (MAX_RESPONSE_CHARS, FormatError, ParsedResponse, expected_layout, has_extern_c_kernel,
+from leap_gym.evaluation.parse import (MAX_RESPONSE_CHARS, FormatError, ParsedResponse, expected_layout, has_extern_c_kernel,
                             parse_response)
 
 KERNEL = '''extern "C" __global__ void relu_kernel(const float* x, float* y, int n) {

@@ -470,7 +470,7 @@ def load(name, path):  # by path: importing the leap_gym package would import to
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec); sys.modules[name] = module; spec.loader.exec_module(module)
     return module
-load("leap_gym._sandbox_host", sys.argv[4].replace("sandbox.py", "_sandbox_host.py"))
+load("leap_gym.sandbox.host", sys.argv[4].replace("pool.py", "host.py"))
 sandbox = load("leap_sandbox", sys.argv[4])
 out = {}
 with sandbox.WorkerPool(limits=sandbox.SandboxLimits(max_processes=64, address_space_bytes=4 << 30)) as p:
@@ -502,9 +502,9 @@ def test_non_root_caller_gets_user_net_and_pid_namespaces(tmp_path):
     script = home / "run.py"
     script.write_text(NON_ROOT_SCRIPT)
     env = dict(os.environ, PYTHONPATH=f"{here.parent}{os.pathsep}{here}")
-    worker_file = here.parent / "leap_gym" / "_sandbox_worker.py"
+    worker_file = here.parent / "leap_gym" / "sandbox" / "worker.py"
     proc = subprocess.run([sys.executable, str(script), str(uid), str(home), str(worker_file),
-                           str(worker_file.with_name("sandbox.py"))], env=env,
+                           str(worker_file.with_name("pool.py"))], env=env,
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -521,7 +521,7 @@ def test_non_root_caller_gets_user_net_and_pid_namespaces(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
 def test_gpu_device_nodes_decide_the_groups(tmp_path):
-    from leap_gym._sandbox_host import device_groups
+    from leap_gym.sandbox.host import device_groups
 
     node = tmp_path / "nvidia0"
     os.mknod(node, 0o020666, os.makedev(1, 3))  # a character device like /dev/null

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-import leap_gym.sb3
+import leap_gym.integrations.sb3
 from leap_gym.result import COMPILE_ERROR, CORRECT, STATUSES
-from leap_gym.sb3 import EvalCache, FeatureSpec, make_candidate_env, make_candidates, success_rate
+from leap_gym.integrations.sb3 import EvalCache, FeatureSpec, make_candidate_env, make_candidates, success_rate
 from leap_gym.tasks import load_tasks
 
 TASKS = ["level1/relu", "level1/add", "level1/sigmoid"]
@@ -26,7 +26,7 @@ def env():
 
 
 def test_doctest():
-    assert doctest.testmod(leap_gym.sb3, raise_on_error=False).failed == 0
+    assert doctest.testmod(leap_gym.integrations.sb3, raise_on_error=False).failed == 0
 
 
 def test_candidates_mix_references_variants_and_mutants():

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from leap_gym.parse import FormatError
-from leap_gym.static_check import (ALLOWED_IMPORTS, FORBIDDEN_ATTRIBUTES, FORBIDDEN_NAMES, PYTHON_RULES,
+from leap_gym.evaluation.parse import FormatError
+from leap_gym.evaluation.static_check import (ALLOWED_IMPORTS, FORBIDDEN_ATTRIBUTES, FORBIDDEN_NAMES, PYTHON_RULES,
                                    check_python_block, find_violations)
 
 HEAD = "import torch\nimport torch.nn as nn\n\n"
@@ -179,7 +179,7 @@ def test_unparsable_source_is_a_format_error():
 
 
 def test_reference_solutions_and_wrappers_pass():
-    from leap_gym.parse import parse_response
+    from leap_gym.evaluation.parse import parse_response
     from leap_gym.tasks import load_tasks
 
     checked = 0

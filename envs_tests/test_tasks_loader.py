@@ -72,7 +72,7 @@ def test_builtin_ids_and_presets():
 
 def test_kernelbench_task_runs_unchanged_on_the_cpu_backend(kernelbench_dir):
     from leap_gym.cli import DEMO_RESPONSES
-    from leap_gym.parse import parse_response
+    from leap_gym.evaluation.parse import parse_response
 
     (relu,) = [t for t in load_tasks(kernelbench_dir / "level1", max_numel=2**14) if "relu" in t.id]
     cuda = parse_response(DEMO_RESPONSES[2], wrapper=leap_gym.load_tasks(["level1/relu"])[0].wrapper)

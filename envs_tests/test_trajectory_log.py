@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from leap_gym.result import EvalResult, KernelResources, Mismatch
-from leap_gym.trajectory_log import TrajectoryLog, read_trajectory_log, to_jsonable
+from leap_gym.integrations.trajectory_log import TrajectoryLog, read_trajectory_log, to_jsonable
 
 
 @dataclasses.dataclass
@@ -101,7 +101,7 @@ def test_a_killed_writer_loses_at_most_the_record_in_flight(tmp_path):
     path = tmp_path / "log.jsonl"
     script = (
         "import sys, time\n"
-        "from leap_gym.trajectory_log import TrajectoryLog\n"
+        "from leap_gym.integrations.trajectory_log import TrajectoryLog\n"
         "log = TrajectoryLog(sys.argv[1])\n"
         "i = 0\n"
         "while True:\n"

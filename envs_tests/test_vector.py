@@ -11,7 +11,7 @@ from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
 
 import leap_gym
-import leap_gym.vector
+import leap_gym.integrations.vector
 from leap_gym.env import SourceText
 
 TASKS = ["level1/relu", "level1/add"]
@@ -23,7 +23,7 @@ def _env():
 
 
 def test_vector_doctest():
-    assert doctest.testmod(leap_gym.vector, raise_on_error=False).failed == 0
+    assert doctest.testmod(leap_gym.integrations.vector, raise_on_error=False).failed == 0
 
 
 def test_source_text_shared_memory_round_trip_keeps_unicode():
@@ -80,7 +80,7 @@ def test_make_vec_async_mode():
 
 @pytest.mark.parametrize("wrapper", ["feedback", "reward"])
 def test_wrappers_vectorise(wrapper):
-    from leap_gym.wrappers import FeedbackFormatWrapper, RewardShapingWrapper
+    from leap_gym.integrations.wrappers import FeedbackFormatWrapper, RewardShapingWrapper
 
     def make():
         env = _env()

@@ -9,9 +9,9 @@ import gymnasium as gym
 import pytest
 
 import leap_gym
-import leap_gym.wrappers
+import leap_gym.integrations.wrappers
 from leap_gym.result import CORRECT
-from leap_gym.wrappers import (FeedbackFormatWrapper, KernelLanguageWrapper, RewardShapingWrapper,
+from leap_gym.integrations.wrappers import (FeedbackFormatWrapper, KernelLanguageWrapper, RewardShapingWrapper,
                                TaskCurriculumWrapper, result_summary)
 
 BROKEN = '''```cuda
@@ -33,7 +33,7 @@ def _cpu_backend_works() -> bool:
 
 
 def test_doctests():
-    results = doctest.testmod(leap_gym.wrappers, raise_on_error=False)
+    results = doctest.testmod(leap_gym.integrations.wrappers, raise_on_error=False)
     assert results.attempted >= 15 and results.failed == 0
 
 

@@ -58,9 +58,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from leap_gym.evaluate import EvalConfig, Evaluator
-    from leap_gym.feedback import render_feedback
-    from leap_gym.rewards import get_reward_fn
+    from leap_gym.evaluation.pipeline import EvalConfig
+    from leap_gym.evaluation.evaluator import Evaluator
+    from leap_gym.evaluation.feedback import render_feedback
+    from leap_gym.evaluation.rewards import get_reward_fn
     from leap_gym.tasks import load_tasks
 
     tasks = {t.id: t for t in load_tasks(args.suite)}

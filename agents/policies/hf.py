@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from leap_agents.logprobs import response_logprobs
+from leap_agents.training.logprobs import response_logprobs
 from leap_agents.policies.base import Generation, History
 
 log = logging.getLogger(__name__)

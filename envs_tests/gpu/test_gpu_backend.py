@@ -14,7 +14,7 @@ from leap_gym.backends.base import KernelRuntimeError, get_backend
 from leap_gym.backends.cuda import (CudaBackend, device_attribute, device_peak_bandwidth_gbps, pick_arch,
                                     tensor_bytes)
 from leap_gym.backends.nvrtc import compile_cuda
-from leap_gym.kernels import Kernels, LaunchError, parse_kernel_signatures
+from leap_gym.evaluation.kernels import Kernels, LaunchError, parse_kernel_signatures
 
 pytestmark = pytest.mark.gpu
 

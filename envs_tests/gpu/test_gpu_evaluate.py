@@ -82,7 +82,7 @@ def warm_nvrtc_cache() -> None:
         return
     from leap_gym.backends.base import get_backend
     from leap_gym.backends.nvrtc import compile_cuda
-    from leap_gym.parse import parse_response
+    from leap_gym.evaluation.parse import parse_response
 
     arch = get_backend("cuda").default_arch()
     sources = []
@@ -154,7 +154,7 @@ def test_correct_result_carries_profiling_facts(record):
            peak_bandwidth_gbps=timing.peak_bandwidth_gbps,
            occupancy=result.resources["relu_kernel"].theoretical_occupancy)
     if not timing.per_kernel_ms:
-        pytest.xfail("leap_gym.evaluate does not call CudaBackend.profile/apply_profile yet")
+        pytest.xfail("leap_gym.evaluation.pipeline does not call CudaBackend.profile/apply_profile yet")
     assert timing.per_kernel_ms["relu_kernel"] > 0
     assert 0 < result.resources["relu_kernel"].theoretical_occupancy <= 1
     assert 0 < timing.bandwidth_gbps < 1.2 * timing.peak_bandwidth_gbps

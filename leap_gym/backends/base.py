@@ -10,7 +10,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from leap_gym.kernels import KernelLauncher, KernelSignature
+from leap_gym.evaluation.kernels import KernelLauncher, KernelSignature
 
 
 class BackendUnavailable(RuntimeError):

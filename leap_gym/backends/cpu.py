@@ -5,7 +5,7 @@ runtime header `cpu_runtime/leap_cuda_cpu.h` force-included (precompiled) and `_
 defined; the threads of a block run as fibers, blocks on worker threads (see
 `cpu_runtime/leap_runtime.cpp`). Kernels launch through ctypes on CPU torch tensors.
 
-API (stable; `leap_gym.evaluate` relies on it):
+API (stable; `leap_gym.evaluation.pipeline` relies on it):
 
 - ``CpuBackend(workers=None, shuffle=False, seed=0)``: ``name="cpu"``, ``device="cpu"``,
   ``size_preset="cpu"``, ``reports_speedup=False``.
@@ -55,11 +55,13 @@ from pathlib import Path
 from typing import Any
 
 from leap_gym.backends.base import Availability, Backend, KernelRuntimeError
+from leap_gym.backends.cpu_checked import (ReplayArg, checked_worker_env, describe_memory_error,  # noqa: F401
+                                           libasan_path, locate_memory_error)
 from leap_gym.backends.cpu_build import (  # noqa: F401  (re-exported: part of this module's API)
     COMMON_FLAGS, DEFAULT_SHARED_MEM, ERROR_KINDS, FAST_FLAGS, RUNTIME_DIR, SHIM_INCLUDE, SOURCE_NAME,
     CpuRuntimeUnavailable, asan_loaded, build_module, cache_root, find_compiler, parse_kernel_names,
     prepare_source, runtime_build, runtime_notes, static_shared_bytes, translation_unit, unsupported_features)
-from leap_gym.kernels import KernelSignature
+from leap_gym.evaluation.kernels import KernelSignature
 
 log = logging.getLogger(__name__)
 
@@ -364,8 +366,6 @@ def addr2line(module: Path, offset: int) -> list[tuple[str, int]]:
 
 def replay_args(args: list[Any], tensors: list[Any]) -> list[Any]:
     """The launch's arguments as `ReplayArg`s (buffer contents as they were before the launch)."""
-    from leap_gym.backends.cpu_checked import ReplayArg
-
     out = []
     for packed, t in zip(args, tensors):
         if t is not None:
@@ -421,32 +421,3 @@ class CpuBackend(Backend):
         path = build_module(cuda_source, sorted(signatures), arch, checked)
         return CpuLauncher(path, cuda_source, signatures, arch, checked, self.workers, self.shuffle, self.seed,
                            cubin or b"")
-
-
-# ------------------------------------------------------------------------------------------------
-# Checked (AddressSanitizer) runs
-# ------------------------------------------------------------------------------------------------
-ASAN_OPTIONS = ("detect_leaks=0:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=0:symbolize=1:"
-                "allocator_may_return_null=1:detect_odr_violation=0:verify_asan_link_order=0:print_summary=1:"
-                "handle_segv=1:handle_abort=1:fast_unwind_on_fatal=0:malloc_context_size=4")
-
-
-@lru_cache(maxsize=1)
-def libasan_path() -> str | None:
-    cxx = find_compiler()
-    if cxx is None:
-        return None
-    out = subprocess.run([cxx, "-print-file-name=libasan.so"], capture_output=True, text=True, timeout=30)
-    path = out.stdout.strip()
-    return path if path and os.path.isabs(path) and os.path.exists(path) else None
-
-
-def checked_worker_env() -> dict[str, str]:
-    """Environment variables for a worker process that runs checked (ASan) builds."""
-    lib = libasan_path()
-    if lib is None:
-        return {}
-    return {"LD_PRELOAD": lib, "ASAN_OPTIONS": ASAN_OPTIONS}
-
-
-from leap_gym.backends.cpu_checked import describe_memory_error, locate_memory_error  # noqa: E402,F401

@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from leap_gym.backends.base import KernelRuntimeError
-from leap_gym.kernels import strip_comments
+from leap_gym.evaluation.kernels import strip_comments
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ def asan_loaded() -> bool:
 
 
 def parse_kernel_names(cuda_source: str) -> list[str]:
-    from leap_gym.kernels import parse_kernel_signatures
+    from leap_gym.evaluation.kernels import parse_kernel_signatures
 
     return sorted(parse_kernel_signatures(cuda_source))
 

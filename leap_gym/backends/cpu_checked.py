@@ -21,7 +21,10 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
+
+from leap_gym.backends.cpu_build import build_module, find_compiler, parse_kernel_names
 
 _ERROR_RE = re.compile(r"ERROR: AddressSanitizer: ([\w-]+)(?: on (?:unknown )?address (0x[0-9a-f]+))?")
 _ACCESS_RE = re.compile(r"\b(READ|WRITE) of size (\d+)")
@@ -136,12 +139,33 @@ print("LEAP_REPLAY_STATUS", status, cfg.message.decode(errors="replace"))
 '''
 
 
+ASAN_OPTIONS = ("detect_leaks=0:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=0:symbolize=1:"
+                "allocator_may_return_null=1:detect_odr_violation=0:verify_asan_link_order=0:print_summary=1:"
+                "handle_segv=1:handle_abort=1:fast_unwind_on_fatal=0:malloc_context_size=4")
+
+
+@lru_cache(maxsize=1)
+def libasan_path() -> str | None:
+    cxx = find_compiler()
+    if cxx is None:
+        return None
+    out = subprocess.run([cxx, "-print-file-name=libasan.so"], capture_output=True, text=True, timeout=30)
+    path = out.stdout.strip()
+    return path if path and os.path.isabs(path) and os.path.exists(path) else None
+
+
+def checked_worker_env() -> dict[str, str]:
+    """Environment variables for a worker process that runs checked (ASan) builds."""
+    lib = libasan_path()
+    if lib is None:
+        return {}
+    return {"LD_PRELOAD": lib, "ASAN_OPTIONS": ASAN_OPTIONS}
+
+
 def locate_memory_error(cuda_source: str, arch: str, kernel: str, grid: tuple[int, int, int],
                         block: tuple[int, int, int], shared_mem: int, args: list[ReplayArg],
                         timeout_s: float = 60.0) -> str:
     """Replay one launch under AddressSanitizer in a subprocess; describe the first bad access found."""
-    from leap_gym.backends.cpu import build_module, checked_worker_env, parse_kernel_names
-
     import resource
 
     env_extra = checked_worker_env()

@@ -2,7 +2,7 @@
 
 The CUBIN is loaded with ``cuModuleLoadData`` into the device's **primary context**, the one torch's
 runtime uses, so kernels read and write torch's allocations directly and run on torch's current
-stream. Arguments come from `leap_gym.kernels.marshal_args` (``c_void_p`` of a tensor's
+stream. Arguments come from `leap_gym.evaluation.kernels.marshal_args` (``c_void_p`` of a tensor's
 ``data_ptr()``, ctypes scalars); the launcher passes ``cuLaunchKernel`` an array of pointers to
 them. Dynamic shared memory above 48 KB is granted through
 ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``, up to the device's opt-in limit.
@@ -30,10 +30,12 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from leap_gym.backends.base import Availability, Backend, KernelRuntimeError
+from leap_gym.backends.cuda_driver import CudaCallError as _CudaCallError
+from leap_gym.backends.cuda_driver import call as _call, device_attribute, driver as _driver
 from leap_gym.backends.cuda_errors import (CUDA_ERRORS, CudaErrorInfo, error_info, error_name,  # noqa: F401
                                            error_name_from_torch, format_error)
-from leap_gym.kernels import KernelSignature, LaunchError
-from leap_gym.timing import TimingStats, time_gpu
+from leap_gym.evaluation.kernels import KernelSignature, LaunchError
+from leap_gym.backends.timing import TimingStats, time_gpu
 
 log = logging.getLogger(__name__)
 
@@ -114,60 +116,6 @@ def driver_supports(driver_version: int, nvrtc_major: int) -> bool:
 
 
 @lru_cache(maxsize=1)
-def _driver() -> Any:
-    """`cuda.bindings.driver` after ``cuInit``; raises with the reason when the driver cannot be used."""
-    try:
-        from cuda.bindings import driver
-    except ImportError as exc:
-        raise RuntimeError("cuda-python is not installed: pip install 'cuda-python>=13'") from exc
-    try:
-        (err,) = driver.cuInit(0)
-    except Exception as exc:  # cuda.pathfinder's DynamicLibNotFoundError when libcuda.so is absent
-        raise RuntimeError(f"the NVIDIA driver library (libcuda.so) could not be loaded: {exc}") from exc
-    if err != 0:
-        name = error_name(err)
-        if name == "CUDA_ERROR_NO_DEVICE":
-            raise RuntimeError("the NVIDIA driver sees no CUDA device (CUDA_ERROR_NO_DEVICE); check "
-                               "CUDA_VISIBLE_DEVICES and nvidia-smi")
-        raise RuntimeError(f"cuInit failed with {name}")
-    return driver
-
-
-def _call(what: str, result: Any) -> tuple:
-    """Unpack a driver call's ``(CUresult, *values)``; raise `_CudaCallError` on failure."""
-    if not isinstance(result, tuple):
-        result = (result,)
-    if result[0] != 0:
-        raise _CudaCallError(error_name(result[0]), what)
-    return result[1:]
-
-
-class _CudaCallError(RuntimeError):
-    def __init__(self, name: str, what: str):
-        super().__init__(f"{what} failed with {name}")
-        self.name = name
-        self.what = what
-
-
-def _device_index(device_index: int | None) -> int:
-    if device_index is not None:
-        return device_index
-    import torch
-
-    # Only ask torch when it has set up CUDA already: a parent process that merely checks the device
-    # (before starting sandboxed workers) should not create a CUDA context.
-    return torch.cuda.current_device() if torch.cuda.is_initialized() else 0
-
-
-def device_attribute(name: str, device_index: int | None = None) -> int:
-    """A `CUdevice_attribute` of a device, by its short name (``"L2_CACHE_SIZE"``)."""
-    driver = _driver()
-    attr = getattr(driver.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
-    (dev,) = _call("cuDeviceGet", driver.cuDeviceGet(_device_index(device_index)))
-    (value,) = _call(f"cuDeviceGetAttribute({name})", driver.cuDeviceGetAttribute(attr, dev))
-    return int(value)
-
-
 def device_peak_bandwidth_gbps(device_index: int | None = None) -> float | None:
     """The device's peak DRAM bandwidth (GB/s) from its memory clock and bus width; None if unknown."""
     try:
@@ -518,7 +466,7 @@ class CudaBackend(Backend):
         return True
 
     def time_stats(self, fn: Callable[[], Any], budget_s: float, **options: Any) -> TimingStats:
-        """`leap_gym.timing.time_gpu` on `fn`, with CUDA faults raised as `KernelRuntimeError`."""
+        """`leap_gym.backends.timing.time_gpu` on `fn`, with CUDA faults raised as `KernelRuntimeError`."""
         self._refuse_if_poisoned()
         self.ensure_context()
         try:
@@ -534,7 +482,7 @@ class CudaBackend(Backend):
             self.pending_kernels.clear()
 
     def time_ms(self, fn: Callable[[], Any], budget_s: float) -> tuple[float, float, int]:
-        """Median and spread (half IQR) in ms, and the trial count (see `leap_gym.timing`)."""
+        """Median and spread (half IQR) in ms, and the trial count (see `leap_gym.backends.timing`)."""
         return self.time_stats(fn, budget_s).as_tuple()
 
     # -- profiling ----------------------------------------------------------------------------------

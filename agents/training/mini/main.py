@@ -1,0 +1,107 @@
+"""``python -m leap_agents.training.mini``: a shortened LEAP training of the mini policy on the CPU.
+
+Builds (first use) or loads (cached) the warm-up policy, judges it on the training and held-out
+tasks, trains it with LEAP (DCP + rank reward) for a few steps with real compilation and real
+kernel execution on the `cpu` backend, judges it again, and prints a summary table and writes a plot
+of pass@1 against wall-clock. ``leap-train`` with no arguments runs it (4.5 minutes on two cores from
+a cold cache, the warm-up's 2 minutes included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from leap_agents.training.mini.data import mini_tasks
+from leap_agents.training.mini.judge import Judge
+from leap_agents.training.mini.rl import ArmConfig, evaluate_policy, stats_dict, train_arm
+from leap_agents.training.mini.warmup import WarmupConfig, pick_backend, warmup_policy
+
+log = logging.getLogger(__name__)
+
+
+def _row(name: str, ev: dict) -> str:
+    by_turn = " ".join(f"{x:.2f}" for x in ev["pass_by_turn"])
+    return f"{name:<22} {ev['pass_at_1']:>7.2f}   {by_turn}"
+
+
+def mini_main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="leap-train (mini)", description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--tasks-per-step", type=int, default=8)
+    p.add_argument("--group-size", type=int, default=4)
+    p.add_argument("--max-turns", type=int, default=4)
+    p.add_argument("--eval-samples", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--backend", default=None)
+    p.add_argument("--out", default="leap_mini_run")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    torch.set_num_threads(args.threads)
+    t0 = time.perf_counter()
+    policy, split, meta = warmup_policy(WarmupConfig(), backend=args.backend)
+    warm_s = time.perf_counter() - t0
+    by_id = {t.id: t for t in mini_tasks()}
+    train = [by_id[i] for i in split.train]
+    held = [by_id[i] for i in split.held_out]
+    backend = args.backend or pick_backend()
+    cfg = ArmConfig(arm="leap", steps=args.steps, tasks_per_step=args.tasks_per_step, group_size=args.group_size,
+                    max_turns=args.max_turns)
+    with Judge(backend) as judge:
+        before = {"train": evaluate_policy(policy, train, judge, args.eval_samples, args.max_turns),
+                  "held_out": evaluate_policy(policy, held, judge, args.eval_samples, args.max_turns)}
+        history = train_arm(policy, train, cfg, judge)
+        after = {"train": evaluate_policy(policy, train, judge, args.eval_samples, args.max_turns),
+                 "held_out": evaluate_policy(policy, held, judge, args.eval_samples, args.max_turns)}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"warmup": meta, "warmup_seconds": warm_s, "before": before, "after": after,
+              "history": [stats_dict(s) for s in history], "config": vars(args), "backend": backend}
+    (out / "leap_mini.json").write_text(json.dumps(result, indent=1, default=str))
+    _plot(history, out / "leap_mini.png")
+    wall = sum(s.wall_s for s in history)
+    print(f"\nLEAP-mini on the {backend} backend: warm-up {warm_s:.0f} s, LEAP {len(history)} steps in {wall:.0f} s "
+          f"(generation {sum(s.generation_s for s in history):.0f} s, evaluation "
+          f"{sum(s.evaluation_s for s in history):.0f} s, update {sum(s.update_s for s in history):.0f} s)")
+    print(f"{'':<22} {'pass@1':>7}   pass by turn")
+    for when, ev in (("before", before), ("after", after)):
+        for part in ("train", "held_out"):
+            print(_row(f"{when} / {part}", ev[part]))
+    decisions: dict[str, int] = {}
+    for s in history:
+        for k, v in s.decisions.items():
+            decisions[k] = decisions.get(k, 0) + v
+    print(f"DCP decisions: {decisions}")
+    print(f"wrote {out / 'leap_mini.json'} and {out / 'leap_mini.png'}")
+    return 0
+
+
+def _plot(history: list, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    clock, t = [], 0.0
+    for s in history:
+        t += s.wall_s
+        clock.append(t / 60)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(clock, [s.pass_at_1 for s in history], marker="o", label="LEAP (training rollouts)")
+    ax.set_xlabel("training wall-clock (min)")
+    ax.set_ylabel("pass@1")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(mini_main())

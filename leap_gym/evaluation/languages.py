@@ -1,0 +1,67 @@
+"""Kernel languages: which pipeline prepares and runs a response, CUDA C++ or Numba.
+
+A language is a `KernelLanguage`: whether it claims a response (and the job made from it), how it
+parses and checks the response, and how it runs the job in a worker. `prepare` and `run_job` ask
+each of `LANGUAGES` in order; the first that claims the response handles it. A new kernel language
+is one more entry in `LANGUAGES`, ahead of ``cuda``, which claims every response.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from leap_gym.evaluation.parse import ParsedResponse
+from leap_gym.evaluation.pipeline import EvalJob, prepare_cuda, run_cuda_job
+from leap_gym.integrations import numba_kernels
+from leap_gym.result import EvalResult
+from leap_gym.tasks import Task
+
+
+@dataclass(frozen=True)
+class KernelLanguage:
+    """One way of writing the kernels of a response.
+
+    Attributes:
+        name: short name (``"cuda"``, ``"numba"``).
+        claims_response: whether a response's text is written in this language.
+        claims_job: whether a prepared `EvalJob` is one of this language's.
+        prepare: parse and statically check a response: the parsed response, or a FORMAT_ERROR result.
+        run_job: compile, run and check a job (inside a sandboxed worker).
+    """
+
+    name: str
+    claims_response: Callable[[str], bool]
+    claims_job: Callable[[Any], bool]
+    prepare: Callable[[Task, str], ParsedResponse | EvalResult]
+    run_job: Callable[[Any], EvalResult]
+
+
+def _always(_: Any) -> bool:
+    return True
+
+
+LANGUAGES: tuple[KernelLanguage, ...] = (
+    KernelLanguage("numba", numba_kernels.is_numba_response, numba_kernels.is_numba_job, numba_kernels.prepare_numba,
+                   numba_kernels.run_numba_job),
+    KernelLanguage("cuda", _always, _always, prepare_cuda, run_cuda_job),
+)
+
+
+def language_of_response(response: str) -> KernelLanguage:
+    """The first of `LANGUAGES` that claims `response`."""
+    return next(lang for lang in LANGUAGES if lang.claims_response(response))
+
+
+def prepare(task: Task, response: str) -> ParsedResponse | EvalResult:
+    """Parse and statically check a response; a FORMAT_ERROR result when it is not acceptable."""
+    return language_of_response(response).prepare(task, response)
+
+
+def run_job(job: EvalJob) -> EvalResult:
+    """Compile, load, run and check one response (runs inside a worker process).
+
+    The reference runs first, before any code of the response (its kernel module, its python block)
+    does; see `leap_gym.evaluation.correctness` for the order and the checks.
+    """
+    return next(lang for lang in LANGUAGES if lang.claims_job(job)).run_job(job)

@@ -73,12 +73,11 @@ def report_data(runs: list[RunData], budget_bytes: int = DEFAULT_BUDGET_BYTES) -
     out = []
     for run in runs:
         groups, per_step = sample_groups(run.groups, budget_bytes // max(1, len(runs)))
-        steps_with_groups = len({g["step"] for g in run.groups})
         out.append({"label": run.label, "path": str(run.path), "arm": run.meta.get("arm", ""),
                     "source": run.meta.get("source", ""), "max_turns": run.meta.get("max_turns"),
                     "group_size": run.meta.get("group_size"), "config": run.meta.get("config", {}),
                     "steps": run.steps, "groups": groups, "groups_total": len(run.groups),
-                    "sampled_per_step": per_step, "steps_with_groups": steps_with_groups})
+                    "sampled_per_step": per_step})
     labels = [r["label"] for r in out]
     for i, r in enumerate(out):  # two runs named alike stay apart in legends and menus
         if labels.count(r["label"]) > 1:

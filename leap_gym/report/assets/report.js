@@ -335,7 +335,8 @@
       const stopAt = t.turns.length;
       tr.append(el("td", {class: "val", "data-field": "reward", text: fmt(t.reward, 2)}),
         el("td", {class: "val", "data-field": "advantage", text: (t.advantage > 0 ? "+" : "") + fmt(t.advantage, 2)}),
-        el("td", {}, t.stop_reason ? el("span", {class: "reason r-" + t.stop_reason, text: `${t.stop_reason} after turn ${stopAt}`}) : ""));
+        el("td", {}, t.stop_reason ? el("span", {class: "reason r-" + t.stop_reason, title: `stopped after turn ${stopAt}: ${t.stop_reason}`,
+          text: `${t.stop_reason.replace(/_/g, " ")} · t${stopAt}`}) : ""));
       table.append(tr);
     });
     card.append(table, detail);

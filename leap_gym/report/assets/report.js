@@ -312,8 +312,8 @@
     card.append(el("div", {class: "group-head"},
       RUNS.length > 1 ? el("span", {class: "run", text: R.label}) : null,
       el("span", {class: "facts", text: `step ${g.step}`}), el("span", {class: "task", text: g.task_id}),
-      el("span", {class: "facts", text: `solved ${solved}/${g.trajectories.length}` +
-        ` · turns ${sum(g.trajectories.map((t) => t.turns.length))}`})));
+      el("span", {class: "facts", text: `solved at turn 1: ${g.trajectories.filter((t) => t.first_solved === 1).length}/${g.trajectories.length}` +
+        ` · solved: ${solved}/${g.trajectories.length} · turns: ${sum(g.trajectories.map((t) => t.turns.length))}`})));
     const table = el("table", {class: "traj"});
     const head = el("tr", {}, el("th", {text: ""}));
     for (let k = 1; k <= T; k++) head.append(el("th", {class: "turn", text: "turn " + k}));

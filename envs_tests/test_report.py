@@ -278,6 +278,9 @@ def test_page_in_browser(browser, pair: tuple[Path, Path], tmp_path: Path) -> No
             assert _close(_shown(page, f"{row} td[data-metric='evaluation_s']"), s["evaluation_s"], 1)
             assert _close(_shown(page, f"{row} td[data-metric='pass_turn_3']"), s["pass_by_turn"][2], 3)
         assert page.locator(f"#chart-pass1 circle[data-run='{i}']").count() == len(steps)
+    turns = [sum(json.loads(line)["turns"] for line in (d / "steps.jsonl").read_text().splitlines()) for d in pair]
+    ratio = page.locator("#summary-table td[data-metric='ratio_turns']").inner_text()
+    assert _close(float(ratio.rstrip("x")), turns[1] / turns[0], 2)
     # A filter changes what is shown: every group left holds a trajectory that stopped for that reason.
     groups = page.locator("#groups .group")
     before = groups.count()

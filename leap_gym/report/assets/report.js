@@ -82,6 +82,8 @@
     const table = document.getElementById("summary-table");
     const head = el("tr", {}, el("th", {text: "figure"}));
     RUNS.forEach((run, i) => head.append(el("th", {}, el("span", {class: "swatch", style: `background:${RUN_COLORS[i]}`}), run.label)));
+    const RATIO = ["turns", "tokens", "wall_s", "generation_s", "evaluation_s", "update_s"];
+    if (RUNS.length === 2) head.append(el("th", {text: `${RUNS[1].label} / ${RUNS[0].label}`}));
     table.append(el("thead", {}, head));
     const body = el("tbody");
     const rows = RUNS.map(summary);
@@ -91,6 +93,10 @@
         const [key, , value, digits] = rows[i][k] || [rows[0][k][0], "", NaN, 0];
         tr.append(el("td", {"data-run": i, "data-metric": key, text: fmt(value, digits)}));
       });
+      if (RUNS.length === 2) {
+        const key = rows[0][k][0], a = rows[0][k][2], b = rows[1][k] ? rows[1][k][2] : NaN;
+        tr.append(el("td", {"data-metric": "ratio_" + key, text: RATIO.includes(key) && a > 0 ? fmt(b / a, 2) + "x" : ""}));
+      }
       body.append(tr);
     });
     table.append(body);

@@ -245,10 +245,10 @@ def main(argv: list[str] | None = None) -> None:
     plot(result["curves"], out / "leap_vs_baselines.png",
          f"LEAP-mini, {args.seeds} seed(s), {args.steps} steps x {args.tasks_per_step} tasks x G={args.group_size}")
     print_summary(result)
+    print(f"\nwrote {out / 'leap_vs_baselines.json'} and {out / 'leap_vs_baselines.png'}")
     if args.runs_dir:
         write_report([Path(args.runs_dir) / f"{arm}-seed0" for arm in args.arms], Path(args.runs_dir) / "report.html")
         print(f"wrote {Path(args.runs_dir) / 'report.html'}")
-    print(f"\nwrote {out / 'leap_vs_baselines.json'} and {out / 'leap_vs_baselines.png'}")
 
 
 if __name__ == "__main__":

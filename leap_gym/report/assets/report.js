@@ -386,7 +386,6 @@
       el("div", {}, el("h4", {text: k < t.turns.length ? `feedback, read at turn ${k + 1}` : "feedback on this turn"}),
         el("pre", {class: "feedback", text: turn.feedback || "(none)"})));
     detail.hidden = false;
-    card.classList.add("open");
   }
 
   renderHeader();

@@ -323,7 +323,8 @@
     const table = el("table", {class: "traj"});
     const head = el("tr", {}, el("th", {text: ""}));
     for (let k = 1; k <= T; k++) head.append(el("th", {class: "turn", text: "turn " + k}));
-    head.append(el("th", {text: "reward"}), el("th", {text: "advantage"}), el("th", {text: "DCP decision"}));
+    head.append(el("th", {text: "reward", title: "the trajectory's shaped reward (LEAP: the rank reward)"}),
+      el("th", {text: "adv.", title: "group-relative advantage"}), el("th", {text: "DCP decision"}));
     table.append(head);
     const detail = el("div", {class: "detail", hidden: ""});
     g.trajectories.forEach((t) => {

@@ -12,7 +12,8 @@ setup(
     packages=find_packages(include=["leap_gym", "leap_gym.*"]) + ["leap_agents"]
     + [f"leap_agents.{p}" for p in find_packages(where="agents")],
     package_dir={"leap_agents": "agents"},
-    package_data={"leap_gym": ["tasks/builtin/*/*.py", "tasks/builtin/*/*.md", "backends/cpu_runtime/**/*"],
+    package_data={"leap_gym": ["tasks/builtin/*/*.py", "tasks/builtin/*/*.md", "backends/cpu_runtime/**/*",
+                               "report/assets/*"],
                   "leap_agents": ["presets/*.yaml"]},
     include_package_data=True,
     install_requires=[
@@ -32,6 +33,7 @@ setup(
         "ray": ["ray>=2.9"],
         "sb3": ["stable-baselines3>=2.3"],
         "numba": ["numba>=0.60"],
+        "report": ["playwright>=1.40"],
         "notebooks": ["nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29", "matplotlib>=3.8"],
         "dev": ["pytest>=8", "hypothesis>=6.100", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29"],
     },

@@ -34,8 +34,11 @@ import torch
 from leap_agents.training.mini.judge import Judge
 from leap_agents.training.mini.rl import ARMS, ArmConfig, evaluate_policy, stats_dict, train_arm
 from leap_agents.training.mini.warmup import WarmupConfig, pick_backend, warmup_policy
+from leap_agents.training.run_record import mini_step_hook
+from leap_gym.report import RunRecorder, write_report
 
 log = logging.getLogger("leap_vs_baselines")
+ARM_LABELS = {"leap": "LEAP", "multi_turn": "multi-turn (Kevin)", "single_turn": "single-turn GRPO"}
 
 
 def smoothed(values: list[float], window: int) -> list[float]:
@@ -119,7 +122,12 @@ def run(args: argparse.Namespace) -> dict:
             # A fresh response memo per run; the workers' compile cache on disk is shared (see --arms).
             with Judge(backend, workers=args.workers) as judge:
                 judge([(train[0], "```cuda\n" + "// warm the worker\n```")])  # start workers off the clock
-                history = train_arm(policy, train, cfg, judge)
+                if args.runs_dir:
+                    with RunRecorder(Path(args.runs_dir) / f"{arm}-seed{seed}", ARM_LABELS[arm], arm, "leap_vs_baselines",
+                                     cfg.max_turns, cfg.group_size, vars(cfg)) as rec:
+                        history = train_arm(policy, train, cfg, judge, on_step=mini_step_hook(rec, arm, cfg.gamma))
+                else:
+                    history = train_arm(policy, train, cfg, judge)
                 final = {"held_out": evaluate_policy(policy, held, judge, args.eval_samples, args.max_turns, args.temperature)}
                 if args.eval_train:
                     final["train"] = evaluate_policy(policy, train, judge, args.eval_samples, args.max_turns, args.temperature)
@@ -224,6 +232,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="run order; the evaluation workers share a compile cache, so later arms find more kernels "
                         "already built: LEAP runs first, which can only favour the baselines")
     p.add_argument("--out", default="benchmarks/results", help="folder of the JSON and the plot")
+    p.add_argument("--runs-dir", default=None, help="also write each arm and seed's run log to DIR/<arm>-seed<n> "
+                                                    "and a report of the arms of seed 0 to DIR/report.html")
     args = p.parse_args(argv)
     if args.quick:
         args.seeds, args.steps, args.tasks_per_step, args.group_size, args.window = 1, 2, 3, 2, 1
@@ -236,6 +246,9 @@ def main(argv: list[str] | None = None) -> None:
          f"LEAP-mini, {args.seeds} seed(s), {args.steps} steps x {args.tasks_per_step} tasks x G={args.group_size}")
     print_summary(result)
     print(f"\nwrote {out / 'leap_vs_baselines.json'} and {out / 'leap_vs_baselines.png'}")
+    if args.runs_dir:
+        write_report([Path(args.runs_dir) / f"{arm}-seed0" for arm in args.arms], Path(args.runs_dir) / "report.html")
+        print(f"wrote {Path(args.runs_dir) / 'report.html'}")
 
 
 if __name__ == "__main__":

@@ -77,6 +77,10 @@ def test_smoke_training_survives_sigkill_and_resumes(tmp_path):
     assert sorted(set(steps_logged)) == [1, 2] and len(steps_logged) == 2 * 2 * 2  # steps x tasks x G
     record = json.loads((out / "trajectories.jsonl").read_text().splitlines()[0])
     assert {"task_id", "turns", "first_solved_turn", "end_reason", "decisions", "reward"} <= set(record)
+    assert [json.loads(line)["step"] for line in (out / "steps.jsonl").read_text().splitlines()] == [1, 2]
+    groups = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert sorted(g["step"] for g in groups) == [1, 1, 2, 2] and all(len(g["trajectories"]) == 2 for g in groups)
+    assert "</html>" in (out / "report.html").read_text()  # the run log rendered at the end of the run
 
     ckpt = out / "checkpoints" / "step-000002"
     state = json.loads((ckpt / "state.json").read_text())

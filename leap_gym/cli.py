@@ -1,4 +1,4 @@
-"""`leap-gym`: list tasks, evaluate a response file, check the installation, run a demo episode."""
+"""`leap-gym`: list tasks, evaluate a response file, check the installation, run a demo episode, report a run."""
 
 from __future__ import annotations
 
@@ -131,6 +131,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if final.correct else 1
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from leap_gym.report import write_report
+
+    try:
+        info = write_report(args.runs, args.output)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"leap-gym report: {exc}", file=sys.stderr)
+        return 2
+    sampled = [f"{shown} of {total}" for shown, total in zip(info.groups_shown, info.groups_total) if shown < total]
+    print(f"wrote {info.path} ({info.bytes / 1e6:.2f} MB)" + (f"; groups sampled per step: {', '.join(sampled)}"
+                                                              if sampled else ""))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="leap-gym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -155,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="a short scripted episode: a broken kernel, then the fix")
     p.add_argument("--backend", default="cpu")
     p.set_defaults(fn=cmd_demo)
+    p = sub.add_parser("report", help="a self-contained HTML report of a training run, or of two side by side")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folder(s) written by leap-train: RUN_DIR [OTHER_RUN_DIR]")
+    p.add_argument("-o", "--output", default="report.html", help="the HTML file to write")
+    p.set_defaults(fn=cmd_report)
     return parser
 
 

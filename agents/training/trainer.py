@@ -23,7 +23,9 @@ from leap_agents.training.logprobs import response_logprobs
 from leap_agents.training.metrics import MetricsWriter, summarize
 from leap_agents.policies.hf import HFPolicy, apply_lora
 from leap_agents.training.rollout import RolloutBatch, RolloutEngine
+from leap_agents.training.run_record import trainer_step_records
 from leap_agents.training.trajectory import Turn, assign_rewards
+from leap_gym.report import RunRecorder, write_report
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +102,9 @@ class LeapTrainer:
         (self.out / "config.json").write_text(json.dumps(to_dict(config), indent=2))
         if config.run.resume:
             self.resume()
+        label = "LEAP" if config.reward.scheme == "leap" and config.dcp.enabled else config.reward.scheme
+        self.recorder = RunRecorder(self.out, label, config.reward.scheme, "leap-train", config.rollout.max_turns,
+                                    config.rollout.group_size, to_dict(config), keep_until_step=self.step)
 
     # -- checkpoints -------------------------------------------------------------------------------
     @property
@@ -175,6 +180,7 @@ class LeapTrainer:
         metrics["reward_mean"] = sum(t.reward for t in batch.trajectories) / max(len(batch.trajectories), 1)
         self.step += 1
         self._log_trajectories(batch)
+        self.recorder.write_step(*trainer_step_records(self.step, metrics, batch, cfg.rollout.max_turns))
         self.metrics.write(self.step, metrics)
         if self.step % cfg.run.save_every == 0 or self.step == cfg.run.steps:
             self.save_checkpoint()
@@ -268,4 +274,6 @@ class LeapTrainer:
                      self.step, metrics["pass_at_1"], metrics["solve_rate"], metrics["responses"], metrics["tokens"],
                      metrics["loss"], metrics["time_generation"], metrics["time_evaluation"], metrics["time_update"])
         self.metrics.close()
+        if self.step:
+            write_report([self.out], self.out / "report.html")
         return history

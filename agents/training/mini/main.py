@@ -22,6 +22,8 @@ from leap_agents.training.mini.data import mini_tasks
 from leap_agents.training.mini.judge import Judge
 from leap_agents.training.mini.rl import ArmConfig, evaluate_policy, stats_dict, train_arm
 from leap_agents.training.mini.warmup import WarmupConfig, pick_backend, warmup_policy
+from leap_agents.training.run_record import mini_step_hook
+from leap_gym.report import RunRecorder, write_report
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,8 @@ def mini_main(argv: list[str] | None = None) -> int:
     with Judge(backend) as judge:
         before = {"train": evaluate_policy(policy, train, judge, args.eval_samples, args.max_turns),
                   "held_out": evaluate_policy(policy, held, judge, args.eval_samples, args.max_turns)}
-        history = train_arm(policy, train, cfg, judge)
+        with RunRecorder(args.out, "LEAP", cfg.arm, "leap-mini", cfg.max_turns, cfg.group_size, vars(cfg)) as rec:
+            history = train_arm(policy, train, cfg, judge, on_step=mini_step_hook(rec, cfg.arm, cfg.gamma))
         after = {"train": evaluate_policy(policy, train, judge, args.eval_samples, args.max_turns),
                  "held_out": evaluate_policy(policy, held, judge, args.eval_samples, args.max_turns)}
     out = Path(args.out)
@@ -65,6 +68,7 @@ def mini_main(argv: list[str] | None = None) -> int:
               "history": [stats_dict(s) for s in history], "config": vars(args), "backend": backend}
     (out / "leap_mini.json").write_text(json.dumps(result, indent=1, default=str))
     _plot(history, out / "leap_mini.png")
+    write_report([out], out / "report.html")
     wall = sum(s.wall_s for s in history)
     print(f"\nLEAP-mini on the {backend} backend: warm-up {warm_s:.0f} s, LEAP {len(history)} steps in {wall:.0f} s "
           f"(generation {sum(s.generation_s for s in history):.0f} s, evaluation "
@@ -78,7 +82,7 @@ def mini_main(argv: list[str] | None = None) -> int:
         for k, v in s.decisions.items():
             decisions[k] = decisions.get(k, 0) + v
     print(f"DCP decisions: {decisions}")
-    print(f"wrote {out / 'leap_mini.json'} and {out / 'leap_mini.png'}")
+    print(f"wrote {out / 'leap_mini.json'}, {out / 'leap_mini.png'} and {out / 'report.html'}")
     return 0
 
 

@@ -234,7 +234,9 @@ def batches(train: list[Task], per_step: int, seed: int):
 
 def train_arm(policy: MiniPolicy, train: list[Task], cfg: ArmConfig, judge: Judge,
               on_step: Any = None) -> list[StepStats]:
-    """Run one arm for `cfg.steps` steps from the policy as given (the caller copies the warm-up)."""
+    """Run one arm for `cfg.steps` steps from the policy as given (the caller copies the warm-up).
+
+    `on_step(stats, groups)` is called after each step (``leap_agents.training.run_record.mini_step_hook`` logs it)."""
     torch.manual_seed(cfg.seed)
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.99))
     tracker = DifficultyTracker()
@@ -262,7 +264,7 @@ def train_arm(policy: MiniPolicy, train: list[Task], cfg: ArmConfig, judge: Judg
                  cfg.arm, cfg.seed, step, stats.pass_at_1, [round(x, 2) for x in by_turn], stats.generation_s,
                  stats.evaluation_s, update_s, turn_counts, costs["decisions"])
         if on_step is not None:
-            on_step(stats)
+            on_step(stats, groups)
     return history
 
 

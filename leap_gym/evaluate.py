@@ -83,23 +83,38 @@ class EvalJob:
     allowed_ops: list[str] = field(default_factory=list)
     strict: bool = False
     shape_check: bool = True
+    extensions: list[Any] = field(default_factory=list)
+    real_build: bool = False
 
 
-def prepare(task: Task, response: str) -> ParsedResponse | EvalResult:
-    """Parse and statically check a response; a FORMAT_ERROR result when it is not acceptable."""
-    from leap_gym import numba_kernels
+def prepare(task: Task, response: str, backend: str = "") -> ParsedResponse | EvalResult:
+    """Parse and statically check a response; a FORMAT_ERROR result when it is not acceptable.
+
+    A KernelBench-style answer (`leap_gym.kernelbench`) is converted to the native format first, or,
+    on the ``cuda`` backend, made ready for a real build; either way the same checks follow.
+    """
+    from leap_gym import kernelbench, numba_kernels
 
     if numba_kernels.is_numba_response(response):  # the Numba form: one python block with @cuda.jit kernels
         return numba_kernels.prepare_numba(task, response)
     try:
-        parsed = parse_response(response, wrapper=task.wrapper)
+        answer = kernelbench.prepare_answer(task.id, response, backend)
+        if isinstance(answer, EvalResult):
+            return answer
+        parsed = answer if answer is not None else parse_response(response, wrapper=task.wrapper)
         check_python_block(parsed.python)
         parse_kernel_signatures(parsed.cuda)
     except FormatError as exc:
-        return EvalResult(FORMAT_ERROR, task_id=task.id, message=str(exc), detail="format")
+        return EvalResult(FORMAT_ERROR, task_id=task.id, message=str(exc), detail="format",
+                          answer_format=_answer_format(locals().get("parsed")))
     except ValueError as exc:
-        return EvalResult(FORMAT_ERROR, task_id=task.id, message=str(exc), detail="kernel_signature")
+        return EvalResult(FORMAT_ERROR, task_id=task.id, message=str(exc), detail="kernel_signature",
+                          answer_format=_answer_format(locals().get("parsed")))
     return parsed
+
+
+def _answer_format(parsed: Any) -> str:
+    return "load_inline" if getattr(parsed, "extensions", None) else "native"
 
 
 def _user_traceback(exc: BaseException) -> list[str]:
@@ -169,8 +184,13 @@ def run_job(job: EvalJob) -> EvalResult:
 
     if numba_kernels.is_numba_job(job):  # no cuda block: Numba kernels, run by numba (or its simulator)
         return numba_kernels.run_numba_job(job)
+    if job.real_build:  # a load_inline answer on the cuda backend: nvcc builds the extension
+        from leap_gym.kernelbench import run_extension_job
+
+        return run_extension_job(job)
     start = time.perf_counter()
-    result = EvalResult(COMPILED, task_id=job.task.id, backend=job.backend)
+    result = EvalResult(COMPILED, task_id=job.task.id, backend=job.backend,
+                        answer_format="load_inline" if job.extensions else "native")
     compiled = compile_cuda(job.cuda, job.arch)
     result.compile_log = compiled.log
     result.diagnostics = compiled.diagnostics
@@ -178,8 +198,9 @@ def run_job(job: EvalJob) -> EvalResult:
     if not compiled.ok:
         first = compiled.errors[0] if compiled.errors else None
         where = f" (line {first.line})" if first and first.line else ""
-        result.status, result.detail = COMPILE_ERROR, "nvrtc"
-        result.message = f"NVRTC error{where}: {first.message if first else 'compilation failed'}"
+        result.status, result.detail = COMPILE_ERROR, "include_rule" if compiled.include_refused else "nvrtc"
+        what = "refused #include" if compiled.include_refused else "NVRTC error"
+        result.message = f"{what}{where}: {first.message if first else 'compilation failed'}"
         result.errors = [f"line {d.line}: {d.message}" if d.line else d.message for d in compiled.errors]
         return _finish(result, start)
     backend = get_backend(job.backend)
@@ -213,6 +234,9 @@ def run_job(job: EvalJob) -> EvalResult:
         if hasattr(backend, "check_health"):  # a fault that surfaced through torch poisons the context too
             backend.check_health()
     _check_environment(environment, result)
+    if job.extensions:
+        result.message += ("; judged in KernelBench's load_inline format, its host functions translated exactly to "
+                           "the native format (kernels.<name> launches)")
     return _finish(result, start)
 
 
@@ -412,7 +436,7 @@ def _run_trials(job: EvalJob, backend: Backend, kernels: Any, model_new_cls: typ
                 "timing_tampered", "forward behaved differently while timed (fewer kernel launches, or state "
                 "changed): it must do the same work on every call"))
         result.timing = Timing(kernel_ms, kernel_spread, ref_ms, ref_spread, n)
-        if hasattr(backend, "profile"):  # per-kernel time, occupancy and bandwidth where a GPU can tell
+        if hasattr(backend, "profile") and getattr(counter, "inner", None) is not None:  # per-kernel time, occupancy and bandwidth where a GPU can tell
             from leap_gym.backends.cuda import achieved_bandwidth_gbps, apply_profile, tensor_bytes
 
             with torch.no_grad():
@@ -530,19 +554,25 @@ class Evaluator:
         return EvalJob(task=task, cuda=parsed.cuda, python=parsed.python, backend=cfg.backend, arch=cfg.arch or "",
                        trials=cfg.trials, seed=cfg.seed, shuffle_threads=cfg.shuffle_threads,
                        timing_budget_s=cfg.timing_budget_s, checked=checked, strict=cfg.strict,
-                       shape_check=cfg.shape_check)
+                       shape_check=cfg.shape_check, extensions=list(getattr(parsed, "extensions", [])),
+                       real_build=bool(getattr(parsed, "real_build", False)))
 
     def evaluate(self, task: Task, response: str) -> EvalResult:
         """Judge one response to `task`; always returns a result, whatever the response does."""
         start = time.perf_counter()
         if not task.size:
             task = task.with_size(self.backend.size_preset)
-        prepared = prepare(task, response)
+        prepared = prepare(task, response, self.config.backend)
         if isinstance(prepared, EvalResult):
             prepared.backend = self.config.backend
             return _finish(prepared, start)
         job = self.job_for(task, prepared)
-        outcome = self._get_pool().run("leap_gym.evaluate:run_job", job, timeout=self.config.timeout_s)
+        timeout = self.config.timeout_s
+        if job.real_build:
+            from leap_gym.kernelbench import BUILD_TIMEOUT_S
+
+            timeout += BUILD_TIMEOUT_S
+        outcome = self._get_pool().run("leap_gym.evaluate:run_job", job, timeout=timeout)
         if outcome.ok:
             return outcome.value
         result = self._failure_result(task, outcome)

@@ -44,7 +44,12 @@ extern "C" __global__ void relu_kernel(const float* x, float* y, int n) {
 def cmd_tasks(args: argparse.Namespace) -> int:
     from leap_gym.tasks import load_tasks
 
-    tasks = load_tasks(args.suite, max_numel=args.max_numel)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # skipped files are listed below, with their reasons
+        tasks = load_tasks(args.path or args.suite, max_numel=args.max_numel)
+    skipped = list(getattr(tasks, "skipped", []))
     if args.json:
         print(json.dumps([{"id": t.id, "level": t.level, "tags": t.tags, "dtype": t.dtype,
                            "description": t.description, "short_form": t.has_wrapper} for t in tasks], indent=1))
@@ -54,6 +59,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         print(f"{t.id:34} {t.dtype:9} {'yes' if t.has_wrapper else 'no':5}  {','.join(t.tags)}: {t.description}")
     levels = sorted({t.level for t in tasks})
     print(f"\n{len(tasks)} tasks over levels {levels}")
+    if args.path:
+        print(f"loaded {len(tasks)}, skipped {len(skipped)}")
+        for item in skipped:
+            print(f"  skipped {item}")
     return 0
 
 
@@ -133,7 +142,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="leap-gym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("tasks", help="list the task suite")
+    p = sub.add_parser("tasks", help="list the task suite, or load a folder of KernelBench files")
+    p.add_argument("path", nargs="?", default=None, help="a folder of KernelBench task files (default: --suite)")
     p.add_argument("--suite", default="builtin", help="'builtin' or a folder of KernelBench task files")
     p.add_argument("--max-numel", type=int, default=None, help="shrink sizes to at most this many input elements")
     p.add_argument("--json", action="store_true", help="print JSON")

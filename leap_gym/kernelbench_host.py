@@ -537,7 +537,10 @@ class _Translator:
             text = tok.text.rstrip("fFuUlL") if not tok.text.lower().startswith("0x") else tok.text.rstrip("uUlL")
             return _Value(text)
         if tok.kind == "str":
-            return _Value(tok.text)
+            parts = [tok.text]
+            while self.peek().kind == "str":  # adjacent literals concatenate, in C as in Python
+                parts.append(self.take().text)
+            return _Value(" ".join(parts))
         if tok.text == "(":
             inner = self.expr()
             self.take(")")

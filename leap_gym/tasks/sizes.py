@@ -177,7 +177,9 @@ def _candidates(sizes: dict[str, Size], start: int) -> list[tuple[Spot, ...]]:
             found += [(v, (key, i)) for i, v in enumerate(value) if v >= start]
         elif value >= start:
             found.append((value, (key, None)))
-    found.sort(key=lambda c: (-c[0], c[1][0], c[1][1] or 0))
+    # At equal values a plain constant goes before a tuple's element: ``input_shape = (num_classes,)``
+    # then shrinks through ``num_classes``, and so do the sizes derived from it (a target's class range).
+    found.sort(key=lambda c: (-c[0], c[1][1] is not None, c[1][0], c[1][1] or 0))
     singles = [(spot,) for _, spot in found]
     groups = []
     for value in sorted({v for v, _ in found}, reverse=True):

@@ -259,6 +259,11 @@ def expand_macros(text: str, macros: dict[str, tuple[list[str] | None, str]]) ->
     return text
 
 
+#: The limits macros device code takes from <cfloat>/<climits>/<cmath>, which NVRTC lacks.
+_LIMIT_MACROS = {"FLT_MAX": "3.402823466e+38F", "FLT_MIN": "1.175494351e-38F", "INT_MAX": "2147483647",
+                 "INT_MIN": "(-2147483647 - 1)", "INFINITY": "__int_as_float(0x7f800000)", "M_PI": "3.14159265358979323846"}
+_LIMITS_PRELUDE = "".join(f"#ifndef {k}\n#define {k} {v}\n#endif\n" for k, v in _LIMIT_MACROS.items())
+
 _HOST_ONLY_RE = re.compile(r"\b(?:torch|at|c10|std|pybind11|py)::|\bPYBIND11_MODULE\b|\busing\s+namespace\b|\bTensor\b")
 
 
@@ -302,17 +307,23 @@ def convert_sources(cuda_sources: str, cpp_sources: str, functions: list[str]) -
             if re.match(r"^(?:static\s+)?(?:const|constexpr)\s", text) and "__" not in text:
                 constants.append(text)
     cuda = "\n".join(part.strip("\n") for part in cuda_parts if part.strip()) + "\n"
-    kernels = parse_kernel_signatures(cuda)
+    if any(re.search(rf"\b{name}\b", cuda) for name in _LIMIT_MACROS):
+        cuda = _LIMITS_PRELUDE + cuda
+    try:
+        kernels = parse_kernel_signatures(cuda)
+    except ValueError as exc:
+        raise Untranslatable(str(exc)) from None
     names = [re.search(r"([A-Za-z_]\w*)\s*\([^()]*\)\s*$", strip_comments(h.header).strip()) for h in host]
     helpers = frozenset(m.group(1) for m in names if m)
     missing = [f for f in functions if f not in helpers]
     if missing:
         raise Untranslatable(f"load_inline's functions {missing} have no definition in the sources")
-    constant_lines = [line for c in constants for line in translate_declarations(expand_macros(c, macros), kernels)]
+    constant_lines = [line for c in constants
+                      for line in translate_declarations(expand_macros(strip_comments(c), macros), kernels)]
     python: list[str] = []
     for item in host:
-        function = translate_function(expand_macros(item.header, macros), expand_macros(item.body, macros),
-                                      kernels, helpers)
+        function = translate_function(expand_macros(strip_comments(item.header), macros),
+                                      expand_macros(strip_comments(item.body), macros), kernels, helpers)
         body = [*constant_lines, *function.body]
         python.append(f"def kb_host_{function.name}({', '.join(function.params)}):")
         python += ["    " + line for line in body]
@@ -364,7 +375,19 @@ def _rewrite_python(source: str, tree: ast.Module, calls: list[tuple[ast.Call, E
 
 
 def convert_answer(python: str) -> Conversion:
-    """Convert a load_inline answer's python block to the native format (`Conversion.error` says why not)."""
+    """Convert a load_inline answer's python block to the native format (`Conversion.error` says why not).
+
+    Never raises: whatever the block holds, the reason it cannot be converted is in `Conversion.error`.
+    """
+    try:
+        return _convert(python)
+    except RecursionError:
+        return Conversion(error="the load_inline sources are nested too deeply to translate")
+    except Exception as exc:  # a construct the reader did not foresee: reported, never fatal
+        return Conversion(error=f"cannot convert the load_inline answer: {type(exc).__name__}: {exc}"[:400])
+
+
+def _convert(python: str) -> Conversion:
     try:
         tree = ast.parse(python)
     except SyntaxError as exc:

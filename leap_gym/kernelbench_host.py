@@ -106,6 +106,11 @@ def kb_like(kind, x, options=None):
     return torch.ones_like(x, **kwargs)
 
 
+def kb_on_device(value):
+    device = value if isinstance(value, torch.device) else value.device
+    return device.type == KB_DEVICE
+
+
 def kb_offset(tensor, offset):
     return tensor.view(-1)[offset:]
 '''
@@ -118,6 +123,13 @@ _DTYPES = {"kFloat": "float32", "kFloat32": "float32", "kDouble": "float64", "kF
            "kHalf": "float16", "kFloat16": "float16", "kBFloat16": "bfloat16", "kInt": "int32", "kInt32": "int32",
            "kLong": "int64", "kInt64": "int64", "kShort": "int16", "kInt16": "int16", "kByte": "uint8",
            "kUInt8": "uint8", "kChar": "int8", "kInt8": "int8", "kBool": "bool"}
+_CONSTANTS = {"INFINITY": "math.inf", "NAN": "math.nan", "FLT_MAX": "3.4028234663852886e+38",
+              "FLT_MIN": "1.1754943508222875e-38", "INT_MAX": "2147483647", "INT_MIN": "(-2147483648)",
+              "M_PI": "math.pi"}
+#: What ``cudaDeviceGetAttribute`` answers for the attributes a launch configuration reads (the
+#: static shared-memory limit, not an opt-in maximum).
+_DEVICE_ATTRIBUTES = {"cudaDevAttrMaxSharedMemoryPerBlock": 49152, "cudaDevAttrMaxThreadsPerBlock": 1024,
+                      "cudaDevAttrWarpSize": 32}
 _TYPE_WORDS = {"const", "constexpr", "static", "volatile", "unsigned", "signed", "__restrict__", "register"}
 _NO_OPS = {"cudaDeviceSynchronize", "C10_CUDA_KERNEL_LAUNCH_CHECK", "cudaStreamSynchronize", "printf",
            "AT_CUDA_CHECK", "C10_CUDA_CHECK", "CUDA_CHECK", "cudaCheckErrors"}
@@ -395,6 +407,20 @@ class _Translator:
             target = self.expr().text
             self.emit(indent, f"{target} {op[0]}= 1")
             return
+        if self.at("cudaDeviceGetAttribute"):
+            self.take()
+            self.take("(")
+            self.take("&")
+            target = self.take().text
+            self.take(",")
+            attribute = _strip_namespace(self.take().text)
+            if self.at(","):
+                self.take(",")
+            self.args(")")
+            if attribute not in _DEVICE_ATTRIBUTES:
+                raise Untranslatable(f"cudaDeviceGetAttribute({attribute})")
+            self.emit(indent, f"{target} = {_DEVICE_ATTRIBUTES[attribute]}")
+            return
         target = self.expr()
         if self.at("++", "--"):
             self.emit(indent, f"{target.text} {self.take().text[0]}= 1")
@@ -592,6 +618,8 @@ class _Translator:
             return _Value("0" if "Error" in name or "Synchronize" in name else "None")
         if name == "cudaSuccess":
             return _Value("0")
+        if name in _CONSTANTS:
+            return _Value(_CONSTANTS[name])
         if name == "cudaGetErrorString":
             self.take("(")
             self.args(")")
@@ -695,8 +723,10 @@ class _Translator:
             return _Value(f"tuple({value.text}.shape)")
         if member == "strides":
             return _Value(f"{value.text}.stride()")
-        if member in ("is_cuda",):
-            return _Value(f"({value.text}.device.type == KB_DEVICE)")
+        if member == "is_cuda":
+            return _Value(f"kb_on_device({value.text})")
+        if member == "to" and args is not None and len(args) == 1:
+            return _Value(f"{value.text}.to({joined})")
         if member in ("numel", "size", "stride", "dim", "contiguous", "is_contiguous", "element_size", "ndimension"):
             name = "dim" if member == "ndimension" else member
             return _Value(f"{value.text}.{name}({joined})")

@@ -185,7 +185,7 @@ def run_job(job: EvalJob) -> EvalResult:
     if numba_kernels.is_numba_job(job):  # no cuda block: Numba kernels, run by numba (or its simulator)
         return numba_kernels.run_numba_job(job)
     if job.real_build:  # a load_inline answer on the cuda backend: nvcc builds the extension
-        from leap_gym.kernelbench import run_extension_job
+        from leap_gym.kernelbench_build import run_extension_job
 
         return run_extension_job(job)
     start = time.perf_counter()

@@ -26,113 +26,11 @@ import re
 from dataclasses import dataclass, field
 
 from leap_gym.kernels import KernelSignature
+from leap_gym.kernelbench_names import (DEVICE_ATTRIBUTES, FLOAT_TYPES, INT_TYPES, TorchApiNames, Untranslatable,
+                                        Value, strip_namespace)
 
 
-class Untranslatable(ValueError):
-    """A host construct outside the exact subset; the message names it."""
-
-
-#: Python helpers the translated host functions call (prefixed ``kb_`` to stay out of the answer's names).
-C_HELPERS = '''
-def kb_div(a, b):
-    if isinstance(a, int) and isinstance(b, int):
-        q = abs(a) // abs(b)
-        return q if (a >= 0) == (b >= 0) else -q
-    return a / b
-
-
-def kb_mod(a, b):
-    return a - kb_div(a, b) * b
-
-
-def kb_check(condition, *message):
-    if not condition:
-        raise RuntimeError("TORCH_CHECK failed: " + "".join(str(m) for m in message))
-
-
-KB_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-class KbOptions:
-    def __init__(self, dtype=None, device=None):
-        self.dtype_value = dtype
-        self.device_value = device
-
-    def dtype(self, dtype):
-        return KbOptions(dtype, self.device_value)
-
-    def device(self, device):
-        return KbOptions(self.dtype_value, device)
-
-
-def kb_options(x):
-    return KbOptions(x.dtype, x.device)
-
-
-def kb_kwargs(options):
-    if options is None:
-        return {"device": KB_DEVICE}
-    if isinstance(options, KbOptions):
-        return {"dtype": options.dtype_value, "device": options.device_value or KB_DEVICE}
-    return {"dtype": options, "device": KB_DEVICE}
-
-
-def kb_shape(sizes):
-    return tuple(sizes) if isinstance(sizes, (list, tuple, torch.Size)) else (sizes,)
-
-
-def kb_empty(sizes, options=None):
-    return torch.empty(kb_shape(sizes), **kb_kwargs(options))
-
-
-def kb_zeros(sizes, options=None):
-    return torch.zeros(kb_shape(sizes), **kb_kwargs(options))
-
-
-def kb_ones(sizes, options=None):
-    return torch.ones(kb_shape(sizes), **kb_kwargs(options))
-
-
-def kb_full(sizes, value, options=None):
-    return torch.full(kb_shape(sizes), value, **kb_kwargs(options))
-
-
-def kb_like(kind, x, options=None):
-    kwargs = {} if options is None else {k: v for k, v in kb_kwargs(options).items() if v is not None}
-    if kind == "empty":
-        return torch.empty_like(x, **kwargs)
-    if kind == "zeros":
-        return torch.zeros_like(x, **kwargs)
-    return torch.ones_like(x, **kwargs)
-
-
-def kb_on_device(value):
-    device = value if isinstance(value, torch.device) else value.device
-    return device.type == KB_DEVICE
-
-
-def kb_offset(tensor, offset):
-    return tensor.view(-1)[offset:]
-'''
-
-_INT_TYPES = {"int", "long", "short", "unsigned", "signed", "size_t", "int64_t", "int32_t", "uint32_t", "uint64_t",
-              "int16_t", "int8_t", "uint8_t", "char", "ssize_t", "ptrdiff_t", "long long", "unsigned int",
-              "unsigned long", "unsigned long long", "long int", "std::size_t", "std::int64_t", "index_t"}
-_FLOAT_TYPES = {"float", "double"}
-_DTYPES = {"kFloat": "float32", "kFloat32": "float32", "kDouble": "float64", "kFloat64": "float64",
-           "kHalf": "float16", "kFloat16": "float16", "kBFloat16": "bfloat16", "kInt": "int32", "kInt32": "int32",
-           "kLong": "int64", "kInt64": "int64", "kShort": "int16", "kInt16": "int16", "kByte": "uint8",
-           "kUInt8": "uint8", "kChar": "int8", "kInt8": "int8", "kBool": "bool"}
-_CONSTANTS = {"INFINITY": "math.inf", "NAN": "math.nan", "FLT_MAX": "3.4028234663852886e+38",
-              "FLT_MIN": "1.1754943508222875e-38", "INT_MAX": "2147483647", "INT_MIN": "(-2147483648)",
-              "M_PI": "math.pi"}
-#: What ``cudaDeviceGetAttribute`` answers for the attributes a launch configuration reads (the
-#: static shared-memory limit, not an opt-in maximum).
-_DEVICE_ATTRIBUTES = {"cudaDevAttrMaxSharedMemoryPerBlock": 49152, "cudaDevAttrMaxThreadsPerBlock": 1024,
-                      "cudaDevAttrWarpSize": 32}
 _TYPE_WORDS = {"const", "constexpr", "static", "volatile", "unsigned", "signed", "__restrict__", "register"}
-_NO_OPS = {"cudaDeviceSynchronize", "C10_CUDA_KERNEL_LAUNCH_CHECK", "cudaStreamSynchronize", "printf",
-           "AT_CUDA_CHECK", "C10_CUDA_CHECK", "CUDA_CHECK", "cudaCheckErrors"}
 _TOKEN_RE = re.compile(r"""
     (?P<ws>\s+)
   | (?P<num>(?:0[xX][0-9a-fA-F]+|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)[fFuUlL]*)
@@ -163,12 +61,6 @@ def tokenize(code: str) -> list[_Tok]:
 
 
 @dataclass
-class _Value:
-    text: str
-    pointer: bool = False
-
-
-@dataclass
 class HostFunction:
     """One translated host function: its name, parameter names and Python body lines."""
 
@@ -181,11 +73,7 @@ _BINARY = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", ">", "<
            ("+", "-"), ("*", "/", "%")]
 
 
-def _strip_namespace(name: str) -> str:
-    return re.sub(r"^(?:::)?(?:torch|at|std|c10)::", "", name)
-
-
-class _Translator:
+class _Translator(TorchApiNames):
     def __init__(self, tokens: list[_Tok], kernels: dict[str, KernelSignature], pointers: set[str],
                  helpers: frozenset[str] = frozenset()):
         self.toks = tokens
@@ -356,7 +244,7 @@ class _Translator:
                     break
         while self.at("*", "&", "&&", "const"):
             words.append(self.take().text)
-        base = _strip_namespace(" ".join(w for w in words if w not in _TYPE_WORDS - {"unsigned", "signed"}
+        base = strip_namespace(" ".join(w for w in words if w not in _TYPE_WORDS - {"unsigned", "signed"}
                                          and w not in ("*", "&", "&&")))
         pointer = "*" in words
         while True:
@@ -370,7 +258,7 @@ class _Translator:
                 else:
                     closer = ")" if opener == "(" else "}"
                     args = self.args(closer)
-                    value = _Value("(" + ", ".join(a.text for a in args) + ("," if len(args) == 1 else "") + ")")
+                    value = Value("(" + ", ".join(a.text for a in args) + ("," if len(args) == 1 else "") + ")")
                     if base != "dim3":
                         value = args[0] if len(args) == 1 else value
                 self.emit(indent, f"{name} = {self.convert(base, pointer, value, name)}")
@@ -382,14 +270,14 @@ class _Translator:
                 break
             self.take(",")
 
-    def convert(self, base: str, pointer: bool, value: _Value, name: str) -> str:
+    def convert(self, base: str, pointer: bool, value: Value, name: str) -> str:
         if pointer or value.pointer:
             self.pointers.add(name)
             return value.text
         self.pointers.discard(name)
-        if base in _INT_TYPES or base.replace("unsigned ", "") in _INT_TYPES:
+        if base in INT_TYPES or base.replace("unsigned ", "") in INT_TYPES:
             return f"int({value.text})"
-        if base in _FLOAT_TYPES:
+        if base in FLOAT_TYPES:
             return f"float({value.text})"
         if base == "bool":
             return f"bool({value.text})"
@@ -413,13 +301,13 @@ class _Translator:
             self.take("&")
             target = self.take().text
             self.take(",")
-            attribute = _strip_namespace(self.take().text)
+            attribute = strip_namespace(self.take().text)
             if self.at(","):
                 self.take(",")
             self.args(")")
-            if attribute not in _DEVICE_ATTRIBUTES:
+            if attribute not in DEVICE_ATTRIBUTES:
                 raise Untranslatable(f"cudaDeviceGetAttribute({attribute})")
-            self.emit(indent, f"{target} = {_DEVICE_ATTRIBUTES[attribute]}")
+            self.emit(indent, f"{target} = {DEVICE_ATTRIBUTES[attribute]}")
             return
         target = self.expr()
         if self.at("++", "--"):
@@ -434,7 +322,7 @@ class _Translator:
                                                                         "&=", "|=", "^="):
             op = self.take().text[:-1]
             value = self.expr().text
-            combined = self.binary(op, target, _Value(f"({value})"))
+            combined = self.binary(op, target, Value(f"({value})"))
             self.emit(indent, f"{target.text} = {combined.text}")
         elif target.text:
             self.emit(indent, target.text)
@@ -470,7 +358,7 @@ class _Translator:
         shared = f", shared_mem=int({config[2]})" if len(config) > 2 else ""
         return f"kernels.{name}({config[0]}, {config[1]}, {', '.join(texts)}{shared})".replace(", , ", ", ")
 
-    def args(self, closer: str) -> list[_Value]:
+    def args(self, closer: str) -> list[Value]:
         out = []
         while not self.at(closer):
             out.append(self.expr())
@@ -480,17 +368,17 @@ class _Translator:
         return out
 
     # -- expressions (precedence climbing)
-    def expr(self, no_shift: bool = False) -> _Value:
+    def expr(self, no_shift: bool = False) -> Value:
         cond = self.binary_level(0, no_shift)
         if self.at("?"):
             self.take()
             yes = self.expr(no_shift)
             self.take(":")
             no = self.expr(no_shift)
-            return _Value(f"({yes.text} if {cond.text} else {no.text})", yes.pointer or no.pointer)
+            return Value(f"({yes.text} if {cond.text} else {no.text})", yes.pointer or no.pointer)
         return cond
 
-    def binary_level(self, level: int, no_shift: bool) -> _Value:
+    def binary_level(self, level: int, no_shift: bool) -> Value:
         if level == len(_BINARY):
             return self.unary()
         left = self.binary_level(level + 1, no_shift)
@@ -500,26 +388,26 @@ class _Translator:
             left = self.binary(op, left, right)
         return left
 
-    def binary(self, op: str, left: _Value, right: _Value) -> _Value:
+    def binary(self, op: str, left: Value, right: Value) -> Value:
         if op in ("+", "-") and (left.pointer or right.pointer):
             if op == "-" or right.pointer:
                 raise Untranslatable("pointer arithmetic other than pointer + offset")
-            return _Value(f"kb_offset({left.text}, {right.text})", True)
+            return Value(f"kb_offset({left.text}, {right.text})", True)
         if op == "/":
-            return _Value(f"kb_div({left.text}, {right.text})")
+            return Value(f"kb_div({left.text}, {right.text})")
         if op == "%":
-            return _Value(f"kb_mod({left.text}, {right.text})")
+            return Value(f"kb_mod({left.text}, {right.text})")
         python = {"&&": "and", "||": "or"}.get(op, op)
-        return _Value(f"({left.text} {python} {right.text})")
+        return Value(f"({left.text} {python} {right.text})")
 
-    def unary(self) -> _Value:
+    def unary(self) -> Value:
         tok = self.peek()
         if tok.text in ("-", "+", "~"):
             self.take()
-            return _Value(f"({tok.text}{self.unary().text})")
+            return Value(f"({tok.text}{self.unary().text})")
         if tok.text == "!":
             self.take()
-            return _Value(f"(not {self.unary().text})")
+            return Value(f"(not {self.unary().text})")
         if tok.text in ("*", "&"):
             raise Untranslatable(f"the unary '{tok.text}' (dereference or address-of) in host code")
         if tok.text == "(" and self._is_cast():
@@ -540,151 +428,32 @@ class _Translator:
         if not words:
             return False
         names = [w for w in words if w not in ("*", "const", "unsigned", "signed")]
-        return bool(names) and all(_strip_namespace(w) in _INT_TYPES | _FLOAT_TYPES | {"bool", "void", "half",
+        return bool(names) and all(strip_namespace(w) in INT_TYPES | FLOAT_TYPES | {"bool", "void", "half",
                                                                                       "__half", "scalar_t"}
                                    or w == "long" for w in names) or "*" in words and len(names) == 1
 
-    def cast(self, words: list[str], value: _Value) -> _Value:
-        if "*" in words:
-            return _Value(value.text, True)
-        base = " ".join(w for w in words if w != "const")
-        base = _strip_namespace(base)
-        if base in _FLOAT_TYPES:
-            return _Value(f"float({value.text})")
-        if base == "bool":
-            return _Value(f"bool({value.text})")
-        if base in _INT_TYPES or base.replace("unsigned ", "") in _INT_TYPES:
-            return _Value(f"int({value.text})")
-        raise Untranslatable(f"the cast to '{base}' in host code")
-
-    def primary(self) -> _Value:
+    def primary(self) -> Value:
         tok = self.take()
         if tok.kind == "num":
             text = tok.text.rstrip("fFuUlL") if not tok.text.lower().startswith("0x") else tok.text.rstrip("uUlL")
-            return _Value(text)
+            return Value(text)
         if tok.kind == "str":
             parts = [tok.text]
             while self.peek().kind == "str":  # adjacent literals concatenate, in C as in Python
                 parts.append(self.take().text)
-            return _Value(" ".join(parts))
+            return Value(" ".join(parts))
         if tok.text == "(":
             inner = self.expr()
             self.take(")")
-            return _Value(f"({inner.text})", inner.pointer)
+            return Value(f"({inner.text})", inner.pointer)
         if tok.text == "{":
             items = self.args("}")
-            return _Value("[" + ", ".join(i.text for i in items) + "]")
+            return Value("[" + ", ".join(i.text for i in items) + "]")
         if tok.kind != "id":
             raise Untranslatable(f"'{tok.text or 'end of function'}' where a value was expected in host code")
         return self.name(tok.text)
 
-    def name(self, raw: str) -> _Value:
-        name = _strip_namespace(raw)
-        if raw in ("true", "false"):
-            return _Value("True" if raw == "true" else "False")
-        if raw in ("nullptr", "NULL"):
-            return _Value("None")
-        if name in ("static_cast", "reinterpret_cast") and self.at("<"):
-            self.take("<")
-            words = []
-            while not self.at(">"):
-                words.append(self.take().text)
-            self.take(">")
-            self.take("(")
-            value = self.expr()
-            self.take(")")
-            return self.cast(words, value)
-        if name in _DTYPES:
-            return _Value(f"torch.{_DTYPES[name]}")
-        if name in ("kCUDA", "kCPU"):
-            return _Value("KB_DEVICE")
-        if name == "sizeof":
-            self.take("(")
-            words = []
-            while not self.at(")"):
-                words.append(self.take().text)
-            self.take(")")
-            size = {"float": 4, "double": 8, "int": 4, "half": 2, "__half": 2, "long": 8, "int64_t": 8,
-                    "char": 1, "bool": 1, "short": 2, "float4": 16, "float2": 8}.get(" ".join(words))
-            if size is None:
-                raise Untranslatable(f"sizeof({' '.join(words)}) in host code")
-            return _Value(str(size))
-        if name in self.kernels and self.at("<<<"):
-            raise Untranslatable(f"a launch of '{name}' inside an expression")
-        if name in ("cudaGetLastError", "cudaPeekAtLastError", "cudaDeviceSynchronize", "getCurrentCUDAStream",
-                    "cuda::getCurrentCUDAStream") or name in _NO_OPS:
-            self.take("(")
-            self.args(")")
-            return _Value("0" if "Error" in name or "Synchronize" in name else "None")
-        if name == "cudaSuccess":
-            return _Value("0")
-        if name in _CONSTANTS:
-            return _Value(_CONSTANTS[name])
-        if name == "cudaGetErrorString":
-            self.take("(")
-            self.args(")")
-            return _Value('"CUDA error"')
-        if name in ("TORCH_CHECK", "AT_ASSERTM", "TORCH_INTERNAL_ASSERT"):
-            self.take("(")
-            args = self.args(")")
-            return _Value(f"kb_check({', '.join(a.text for a in args)})")
-        if name in ("empty", "zeros", "ones"):
-            self.take("(")
-            args = self.args(")")
-            return _Value(f"kb_{name}({', '.join(a.text for a in args)})")
-        if name == "full":
-            self.take("(")
-            args = self.args(")")
-            return _Value(f"kb_full({', '.join(a.text for a in args)})")
-        if name in ("empty_like", "zeros_like", "ones_like"):
-            self.take("(")
-            args = self.args(")")
-            return _Value(f"kb_like({name.split('_')[0]!r}, {', '.join(a.text for a in args)})")
-        if name in ("dtype", "TensorOptions", "device") and self.at("("):
-            self.take("(")
-            args = self.args(")")
-            if name == "TensorOptions":
-                return _Value("KbOptions()")
-            key = "dtype" if name == "dtype" else "device"
-            return _Value(f"KbOptions({key}={args[0].text})" if args else "KbOptions()")
-        if name in ("Device",) and self.at("("):
-            self.take("(")
-            self.args(")")
-            return _Value("KB_DEVICE")
-        if name in ("min", "max", "fmin", "fmax", "fminf", "fmaxf"):
-            self.take("(")
-            args = self.args(")")
-            return _Value(f"{'min' if 'min' in name else 'max'}({', '.join(a.text for a in args)})")
-        if name in ("ceil", "floor", "sqrt", "ceilf", "floorf", "sqrtf", "log2", "pow", "exp", "log", "abs", "fabs"):
-            self.take("(")
-            args = self.args(")")
-            joined = ", ".join(a.text for a in args)
-            base = name.rstrip("f") if name != "abs" else "abs"
-            if base in ("ceil", "floor"):
-                return _Value(f"float(math.{base}({joined}))")
-            if base in ("abs", "fabs"):
-                return _Value(f"abs({joined})")
-            return _Value(f"math.{base}({joined})")
-        if name in ("make_tuple", "tuple", "vector") and self.at("("):
-            self.take("(")
-            args = self.args(")")
-            return _Value("(" + ", ".join(a.text for a in args) + ("," if len(args) == 1 else "") + ")")
-        if name == "dim3" and self.at("("):
-            self.take("(")
-            args = self.args(")")
-            return _Value("(" + ", ".join(a.text for a in args) + ("," if len(args) == 1 else "") + ")")
-        if raw in self.helpers and self.at("("):
-            self.take("(")
-            args = self.args(")")
-            return _Value(f"kb_host_{raw}({', '.join(a.text for a in args)})")
-        if "::" in name:
-            raise Untranslatable(f"'{raw}' in host code")
-        if self.at("(") and name not in self.kernels:
-            raise Untranslatable(f"the call of '{raw}' in host code (only torch's allocation functions and the "
-                                 "kernel launches are translated)")
-        return _Value(name, name in self.pointers)
-
-    def postfix(self, value: _Value) -> _Value:
+    def postfix(self, value: Value) -> Value:
         while True:
             if self.at(".", "->"):
                 self.take()
@@ -696,50 +465,9 @@ class _Translator:
                 self.take("]")
                 if value.pointer:
                     raise Untranslatable("indexing a pointer in host code")
-                value = _Value(f"{value.text}[{index.text}]")
+                value = Value(f"{value.text}[{index.text}]")
             else:
                 return value
-
-    def member(self, value: _Value, member: str) -> _Value:
-        template: list[str] = []
-        if self.at("<") and member in ("data_ptr", "data", "mutable_data_ptr", "const_data_ptr", "item"):
-            self.take("<")
-            while not self.at(">"):
-                template.append(self.take().text)
-            self.take(">")
-        args = self.args(")") if self.at("(") and self.take("(") else None
-        joined = ", ".join(a.text for a in args or [])
-        if member in ("data_ptr", "data", "mutable_data_ptr", "const_data_ptr"):
-            return _Value(value.text, True)
-        if member == "options":
-            return _Value(f"kb_options({value.text})")
-        if member in ("dtype", "device") and args is not None:
-            if value.text.startswith("kb_options(") or value.text.startswith("KbOptions("):
-                return _Value(f"{value.text}.{member}({joined})")
-            return _Value(f"{value.text}.{member}")
-        if member == "scalar_type":
-            return _Value(f"{value.text}.dtype")
-        if member == "sizes":
-            return _Value(f"tuple({value.text}.shape)")
-        if member == "strides":
-            return _Value(f"{value.text}.stride()")
-        if member == "is_cuda":
-            return _Value(f"kb_on_device({value.text})")
-        if member == "to" and args is not None and len(args) == 1:
-            return _Value(f"{value.text}.to({joined})")
-        if member in ("numel", "size", "stride", "dim", "contiguous", "is_contiguous", "element_size", "ndimension"):
-            name = "dim" if member == "ndimension" else member
-            return _Value(f"{value.text}.{name}({joined})")
-        if member in ("view", "reshape", "expand", "permute"):
-            items = [a.text for a in args or []]
-            if len(items) == 1 and items[0].startswith("["):
-                return _Value(f"{value.text}.{member}(tuple({items[0]}))")
-            return _Value(f"{value.text}.{member}({joined})")
-        if member in ("x", "y", "z") and args is None:
-            index = "xyz".index(member)
-            return _Value(f"{value.text}[{index}]")
-        raise Untranslatable(f"the member '.{member}' in host code")
-
 
 def translate_declarations(text: str, kernels: dict[str, KernelSignature]) -> list[str]:
     """Top-level declarations (``const int BLOCK = 256;``) as Python lines."""

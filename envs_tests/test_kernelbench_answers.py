@@ -8,7 +8,7 @@ import leap_gym
 from leap_gym.backends.includes import RULE, find_include_violations
 from leap_gym.backends.nvrtc import compile_cuda, include_dirs
 from leap_gym.kernelbench import convert_answer
-from leap_gym.kernelbench_host import C_HELPERS
+from leap_gym.kernelbench_runtime import C_HELPERS
 from leap_gym.tasks import load_tasks
 
 ADD_TASK = '''
@@ -292,3 +292,24 @@ def test_load_inline_answer_really_built_on_cuda(tasks):
     result = leap_gym.evaluate(tasks["add"], fenced(ADD_ANSWER), backend="cuda", timeout_s=120)
     assert result.status == "CORRECT", result.message
     assert result.build_time_s > 0 and "extension build" in result.message
+
+
+@pytest.mark.parametrize("name, change", [
+    ("whitespace run", ("__global__ void", " " * 200_000 + "__global__ void")),
+    ("huge host header", ("torch::Tensor vector_add(torch::Tensor a, torch::Tensor b) {", "a" * 200_000 + " {")),
+    ("macro bomb", ("#include <cuda_runtime.h>", "#define A B B B B\n#define B A A A A")),
+    ("deep parentheses", ("auto n = a.numel();", "auto n = " + "(" * 5000 + "1" + ")" * 5000 + ";")),
+    ("unclosed template", ("auto n = a.numel();", "std::vector<int n = 5;")),
+    ("unterminated for", ("auto n = a.numel();", "for (int i = 0; i < 3; i++")),
+])
+def test_hostile_host_code_is_refused_quickly(name, change):
+    import time
+
+    answer = ADD_ANSWER.replace(*change)
+    if name == "macro bomb":
+        answer = answer.replace("auto n = a.numel();", "auto n = A;")
+    start = time.perf_counter()
+    converted = convert_answer(answer)
+    assert time.perf_counter() - start < 5, name
+    if name != "whitespace run":
+        assert converted.error, name

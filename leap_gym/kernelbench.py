@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leap_gym.kernels import parse_kernel_signatures, strip_comments
-from leap_gym.kernelbench_host import Untranslatable, translate_declarations, translate_function
+from leap_gym.kernelbench_host import Untranslatable, function_header, translate_declarations, translate_function
 from leap_gym.kernelbench_runtime import C_HELPERS
 
 #: Said once in the feedback of an answer in this format.
@@ -218,9 +218,14 @@ def _macros(items: list[_Item]) -> dict[str, tuple[list[str] | None, str]]:
     return found
 
 
+MAX_EXPANDED_CHARS = 100_000
+
+
 def expand_macros(text: str, macros: dict[str, tuple[list[str] | None, str]]) -> str:
     """Expand the source's own ``#define`` macros in host code (``#x`` stringifies)."""
     for _ in range(8):
+        if len(text) > MAX_EXPANDED_CHARS:
+            raise Untranslatable(f"the macros expand host code past {MAX_EXPANDED_CHARS} characters")
         changed = False
         for name, (params, body) in macros.items():
             pattern = re.compile(rf"\b{re.escape(name)}\b")
@@ -229,6 +234,8 @@ def expand_macros(text: str, macros: dict[str, tuple[list[str] | None, str]]) ->
                 if params is None:
                     text = text[:match.start()] + body + text[match.end():]
                     pos, changed = match.start() + len(body), True
+                    if len(text) > MAX_EXPANDED_CHARS:
+                        raise Untranslatable(f"the macros expand host code past {MAX_EXPANDED_CHARS} characters")
                     continue
                 j = match.end()
                 while j < len(text) and text[j] in " \t":
@@ -255,6 +262,8 @@ def expand_macros(text: str, macros: dict[str, tuple[list[str] | None, str]]) ->
                     expansion = re.sub(rf"\b{re.escape(param)}\b", arg, expansion)
                 text = text[:match.start()] + expansion + text[k + 1:]
                 pos, changed = match.start() + len(expansion), True
+                if len(text) > MAX_EXPANDED_CHARS:
+                    raise Untranslatable(f"the macros expand host code past {MAX_EXPANDED_CHARS} characters")
         if not changed:
             break
     return text
@@ -291,8 +300,8 @@ def convert_sources(cuda_sources: str, cpp_sources: str, functions: list[str]) -
                 if "template" in header:
                     cuda_parts.append(item.text)  # kept; a host launch of it is reported as untranslatable
                 elif 'extern "C"' not in header:
-                    cuda_parts.append(re.sub(r"(\s*)((?:__launch_bounds__\s*\([^)]*\)\s*)?__global__)",
-                                             r'\1extern "C" \2', item.text, count=1))
+                    cuda_parts.append(re.sub(r"((?:__launch_bounds__\s*\([^)]*\)\s*)?__global__)",
+                                             r'extern "C" \1', item.text, count=1))
                 else:
                     cuda_parts.append(item.text)
             elif "__device__" in header or "__host__" in header:
@@ -314,7 +323,7 @@ def convert_sources(cuda_sources: str, cpp_sources: str, functions: list[str]) -
         kernels = parse_kernel_signatures(cuda)
     except ValueError as exc:
         raise Untranslatable(str(exc)) from None
-    names = [re.search(r"([A-Za-z_]\w*)\s*\([^()]*\)\s*$", strip_comments(h.header).strip()) for h in host]
+    names = [function_header(strip_comments(h.header)) for h in host]
     helpers = frozenset(m.group(1) for m in names if m)
     missing = [f for f in functions if f not in helpers]
     if missing:
@@ -346,6 +355,16 @@ def _is_extension_import(node: ast.stmt) -> bool:
     return False
 
 
+def _segment(lines: list[bytes], node: ast.AST) -> str:
+    """A node's source text (`ast.get_source_segment` without its quadratic scan of long lines)."""
+    first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+    start, end = node.col_offset, node.end_col_offset
+    if first == last:
+        return lines[first][start:end].decode("utf-8", "replace")
+    parts = [lines[first][start:], *lines[first + 1:last], lines[last][:end]]
+    return b"\n".join(parts).decode("utf-8", "replace")
+
+
 def _rewrite_python(source: str, tree: ast.Module, calls: list[tuple[ast.Call, Extension]],
                     replacement: str) -> tuple[str, list[str]]:
     """The block with extension imports blanked and each load_inline statement moved to the end.
@@ -354,6 +373,7 @@ def _rewrite_python(source: str, tree: ast.Module, calls: list[tuple[ast.Call, E
     the generated code with the call replaced by ``replacement.format(name=...)``.
     """
     lines = source.split("\n")
+    encoded = [line.encode("utf-8") for line in lines]
     moved: list[str] = []
     call_ids = {id(call): ext for call, ext in calls}
     for node in tree.body:
@@ -362,12 +382,12 @@ def _rewrite_python(source: str, tree: ast.Module, calls: list[tuple[ast.Call, E
             continue
         first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
         if holds:
-            segment = ast.get_source_segment(source, node) or ""
+            segment = _segment(encoded, node)
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 raise ValueError("call load_inline at the top level of the block (name = load_inline(...))")
             text = segment
             for call in sorted(holds, key=lambda c: (c.lineno, c.col_offset), reverse=True):
-                call_text = ast.get_source_segment(source, call) or ""
+                call_text = _segment(encoded, call)
                 text = text.replace(call_text, replacement.format(name=call_ids[id(call)].name), 1)
             moved.append(text)
         for index in range(first, last + 1):

@@ -91,6 +91,8 @@ class _Translator(TorchApiNames):
 
     def take(self, text: str | None = None) -> _Tok:
         tok = self.peek()
+        if tok.kind == "eof":
+            raise Untranslatable(f"host code ends where '{text or 'more code'}' was expected")
         if text is not None and tok.text != text:
             raise Untranslatable(f"expected '{text}' in host code, found '{tok.text or 'end of function'}'")
         self.i += 1
@@ -469,6 +471,17 @@ class _Translator(TorchApiNames):
             else:
                 return value
 
+MAX_HEADER_CHARS = 2000
+
+
+def function_header(header: str) -> re.Match[str] | None:
+    """The name (group 1) and parameter list (group 2) of a function header, or None."""
+    header = header.strip()
+    if len(header) > MAX_HEADER_CHARS:
+        raise Untranslatable(f"a host function header of {len(header)} characters")
+    return re.search(r"([A-Za-z_]\w*)\s*\(([^()]*)\)\s*$", header)
+
+
 def translate_declarations(text: str, kernels: dict[str, KernelSignature]) -> list[str]:
     """Top-level declarations (``const int BLOCK = 256;``) as Python lines."""
     translator = _Translator(tokenize("{" + text + "}"), kernels, set())
@@ -486,7 +499,7 @@ def translate_function(header: str, body: str, kernels: dict[str, KernelSignatur
         kernels: the kernels it may launch, by name.
         helpers: names of other host functions it may call (translated as ``kb_host_<name>``).
     """
-    match = re.search(r"([A-Za-z_]\w*)\s*\(([^()]*)\)\s*$", header.strip())
+    match = function_header(header)
     if match is None:
         raise Untranslatable(f"cannot read the host function header '{header.strip()[:80]}'")
     params, pointers = [], set()

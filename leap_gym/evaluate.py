@@ -236,7 +236,8 @@ def run_job(job: EvalJob) -> EvalResult:
     _check_environment(environment, result)
     if job.extensions:
         result.message += ("; judged in KernelBench's load_inline format, its host functions translated exactly to "
-                           "the native format (kernels.<name> launches)")
+                           "the native format (on the cuda backend this format costs an nvcc extension build, which "
+                           "the native format's NVRTC compile skips)")
     return _finish(result, start)
 
 

@@ -30,6 +30,7 @@ from typing import Any
 from leap_gym.kernels import parse_kernel_signatures, strip_comments
 from leap_gym.kernelbench_host import Untranslatable, function_header, translate_declarations, translate_function
 from leap_gym.kernelbench_runtime import C_HELPERS
+from leap_gym.parse import ParsedResponse, python_only_block
 
 #: Said once in the feedback of an answer in this format.
 NATIVE_IS_CHEAPER = ("answered in KernelBench's load_inline format; the native format (a ```cuda block of extern "
@@ -475,7 +476,6 @@ def prepare_answer(task_id: str, response: str, backend: str) -> Any:
         None (not a load_inline answer), an `EvalResult` (FORMAT_ERROR or COMPILE_ERROR: why it cannot
         be judged), or a `LoadInlineResponse` for `evaluate.prepare` to check like a native response.
     """
-    from leap_gym.parse import python_only_block
     from leap_gym.result import COMPILE_ERROR, FORMAT_ERROR, EvalResult
 
     found = python_only_block(response)
@@ -503,18 +503,10 @@ def prepare_answer(task_id: str, response: str, backend: str) -> Any:
                               cuda_first_line=0, python_first_line=first_line, extensions=conversion.extensions)
 
 
-def _response_class() -> type:
-    from leap_gym.parse import ParsedResponse
+@dataclass
+class LoadInlineResponse(ParsedResponse):
+    """A load_inline answer ready to judge: converted (`cuda`, `python` native) or, with `real_build`,
+    the python block that binds ``kb_extension_<name>`` to really built modules."""
 
-    @dataclass
-    class LoadInlineResponse(ParsedResponse):
-        """A load_inline answer ready to judge: converted (`cuda`, `python` native) or, with
-        `real_build`, the python block that binds ``kb_extension_<name>`` to really built modules."""
-
-        extensions: list[Extension] = field(default_factory=list)
-        real_build: bool = False
-
-    return LoadInlineResponse
-
-
-LoadInlineResponse = _response_class()
+    extensions: list[Extension] = field(default_factory=list)
+    real_build: bool = False

@@ -108,7 +108,8 @@ def converted_compile(arch: str) -> None:
     from leap_gym.backends.nvrtc import compile_cuda
     from leap_gym.kernelbench import convert_answer
 
-    source, _ = _unique(INLINE_CUDA)
+    _, n = _unique("")
+    source = f"#define LEAP_BENCH_NONCE {os.getpid()}_{n}_{time.time_ns()}\n{INLINE_CUDA}"  # kept in the cuda block
     answer = (f'from torch.utils.cpp_extension import load_inline\nsrc = """{source}"""\n'
               'ext = load_inline(name="relu", cpp_sources="torch::Tensor relu(torch::Tensor x);", cuda_sources=src, '
               'functions=["relu"])\n\nclass ModelNew:\n    pass\n')
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     base, samples = _median_time(lambda: nvrtc_compile(arch), args.nvrtc_repeats)
     print(_row("NVRTC compile_cuda -> CUBIN (this backend)", base, samples, None))
     t, s = _median_time(lambda: converted_compile(arch), args.nvrtc_repeats)
-    print(_row("KernelBench load_inline answer converted (leap_gym.kernelbench) + NVRTC", t, s, base))
+    print(_row("load_inline answer converted to native (kernelbench) + NVRTC", t, s, base))
     if torch_has_cuda and nvcc:
         t, s = _median_time(lambda: inline_build(cuda=True, launch=False), args.inline_repeats)
         print(_row("load_inline(cuda_sources=...) host-side build", t, s, base))

@@ -313,3 +313,18 @@ def test_hostile_host_code_is_refused_quickly(name, change):
     assert time.perf_counter() - start < 5, name
     if name != "whitespace run":
         assert converted.error, name
+
+
+def test_cli_converts_an_answer_to_the_native_format(tmp_path, capsys):
+    from leap_gym.cli import main
+    from leap_gym.parse import parse_response
+
+    path = tmp_path / "answer.py"
+    path.write_text(ADD_ANSWER)
+    assert main(["convert", str(path)]) == 0
+    parsed = parse_response(capsys.readouterr().out)
+    assert 'extern "C" __global__ void vector_add_kernel' in parsed.cuda
+    assert "kernels.vector_add_kernel(" in parsed.python
+    path.write_text(ADD_ANSWER.replace("cuda_sources=add_source", "cuda_sources=add_source.upper()"))
+    assert main(["convert", str(path)]) == 1
+    assert "string constants of the block" in capsys.readouterr().err

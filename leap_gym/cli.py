@@ -87,6 +87,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    from leap_gym.kernelbench import convert_answer
+    from leap_gym.parse import python_only_block
+
+    text = Path(args.answer).read_text(errors="replace")
+    found = python_only_block(text)
+    converted = convert_answer(found[0] if found else text)
+    if converted.error:
+        print(f"cannot convert {args.answer}: {converted.error}", file=sys.stderr)
+        return 1
+    print(f"```cuda\n{converted.cuda}```\n\n```python\n{converted.python}```")
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from leap_gym.backends.base import backend_names, get_backend
     from leap_gym.backends.nvrtc import include_dirs, nvrtc_version
@@ -159,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--feedback-tokens", type=int, default=2048)
     p.add_argument("--json", default=None, help="also write the EvalResult as JSON to this file")
     p.set_defaults(fn=cmd_eval)
+    p = sub.add_parser("convert", help="convert a KernelBench-style answer (load_inline) to the native format")
+    p.add_argument("answer", help="file holding the answer (its Python, or a whole response)")
+    p.set_defaults(fn=cmd_convert)
     p = sub.add_parser("doctor", help="report NVRTC, GPU, host compiler and backends")
     p.set_defaults(fn=cmd_doctor)
     p = sub.add_parser("demo", help="a short scripted episode: a broken kernel, then the fix")

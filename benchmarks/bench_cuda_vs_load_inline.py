@@ -9,7 +9,8 @@ folder.
 
 Parts, each skipped with the reason when this machine cannot run it:
 
-1. compile side: NVRTC ``compile_cuda`` against ``load_inline`` with ``cuda_sources`` (needs a CUDA
+1. compile side: NVRTC ``compile_cuda`` (and a KernelBench-style answer converted to the native
+   format by ``leap_gym.kernelbench``, then NVRTC: the ``cpu`` backend's path) against ``load_inline`` with ``cuda_sources`` (needs a CUDA
    build of torch and nvcc); with a CPU-only torch, which refuses CUDA sources, against
    ``load_inline`` of the equivalent C++ CPU extension (the same host-side build of
    ``torch/extension.h`` and pybind11 bindings, minus nvcc's device pass), and, where nvcc is
@@ -102,6 +103,22 @@ def nvrtc_compile(arch: str) -> None:
     assert result.ok and not result.cached, result.log
 
 
+def converted_compile(arch: str) -> None:
+    """A KernelBench-style answer (INLINE_CUDA through load_inline) converted to the native format, then NVRTC."""
+    from leap_gym.backends.nvrtc import compile_cuda
+    from leap_gym.kernelbench import convert_answer
+
+    _, n = _unique("")
+    source = f"#define LEAP_BENCH_NONCE {os.getpid()}_{n}_{time.time_ns()}\n{INLINE_CUDA}"  # kept in the cuda block
+    answer = (f'from torch.utils.cpp_extension import load_inline\nsrc = """{source}"""\n'
+              'ext = load_inline(name="relu", cpp_sources="torch::Tensor relu(torch::Tensor x);", cuda_sources=src, '
+              'functions=["relu"])\n\nclass ModelNew:\n    pass\n')
+    converted = convert_answer(answer)
+    assert not converted.error, converted.error
+    result = compile_cuda(converted.cuda, arch, use_disk_cache=False)
+    assert result.ok and not result.cached, result.log
+
+
 def nvrtc_evaluate_on_gpu(arch: str) -> None:
     import torch
 
@@ -186,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     nvrtc_compile(arch)  # load libnvrtc once, outside the timing
     base, samples = _median_time(lambda: nvrtc_compile(arch), args.nvrtc_repeats)
     print(_row("NVRTC compile_cuda -> CUBIN (this backend)", base, samples, None))
+    t, s = _median_time(lambda: converted_compile(arch), args.nvrtc_repeats)
+    print(_row("load_inline answer converted to native (kernelbench) + NVRTC", t, s, base))
     if torch_has_cuda and nvcc:
         t, s = _median_time(lambda: inline_build(cuda=True, launch=False), args.inline_repeats)
         print(_row("load_inline(cuda_sources=...) host-side build", t, s, base))

@@ -39,7 +39,10 @@ def imports_of(name: str, path: Path, modules: set[str]) -> list[tuple[str, list
     """The intra-package modules `name` imports, each with the names taken from it (``[]`` for ``import x``)."""
     is_package = path.name == "__init__.py"
     found: list[tuple[str, list[str]]] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    for guard in [n for n in ast.walk(tree) if isinstance(n, ast.If) and ast.unparse(n.test).endswith("TYPE_CHECKING")]:
+        guard.body = []  # imports for type checkers only never run, so they cannot close a circle
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 target = alias.name

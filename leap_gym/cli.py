@@ -44,7 +44,12 @@ extern "C" __global__ void relu_kernel(const float* x, float* y, int n) {
 def cmd_tasks(args: argparse.Namespace) -> int:
     from leap_gym.tasks import load_tasks
 
-    tasks = load_tasks(args.suite, max_numel=args.max_numel)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # skipped files are listed below, with their reasons
+        tasks = load_tasks(args.path or args.suite, max_numel=args.max_numel)
+    skipped = list(getattr(tasks, "skipped", []))
     if args.json:
         print(json.dumps([{"id": t.id, "level": t.level, "tags": t.tags, "dtype": t.dtype,
                            "description": t.description, "short_form": t.has_wrapper} for t in tasks], indent=1))
@@ -54,6 +59,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         print(f"{t.id:34} {t.dtype:9} {'yes' if t.has_wrapper else 'no':5}  {','.join(t.tags)}: {t.description}")
     levels = sorted({t.level for t in tasks})
     print(f"\n{len(tasks)} tasks over levels {levels}")
+    if args.path:
+        print(f"loaded {len(tasks)}, skipped {len(skipped)}")
+        for item in skipped:
+            print(f"  skipped {item}")
     return 0
 
 
@@ -76,6 +85,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print(f"\nreward ({args.reward}): {get_reward_fn(args.reward)(result):.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps(result.to_dict(), indent=1, default=str))
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from leap_gym.kernelbench import convert_answer
+    from leap_gym.evaluation.parse import python_only_block
+
+    text = Path(args.answer).read_text(errors="replace")
+    found = python_only_block(text)
+    converted = convert_answer(found[0] if found else text)
+    if converted.error:
+        print(f"cannot convert {args.answer}: {converted.error}", file=sys.stderr)
+        return 1
+    print(f"```cuda\n{converted.cuda}```\n\n```python\n{converted.python}```")
     return 0
 
 
@@ -148,7 +171,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="leap-gym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("tasks", help="list the task suite")
+    p = sub.add_parser("tasks", help="list the task suite, or load a folder of KernelBench files")
+    p.add_argument("path", nargs="?", default=None, help="a folder of KernelBench task files (default: --suite)")
     p.add_argument("--suite", default="builtin", help="'builtin' or a folder of KernelBench task files")
     p.add_argument("--max-numel", type=int, default=None, help="shrink sizes to at most this many input elements")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -164,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--feedback-tokens", type=int, default=2048)
     p.add_argument("--json", default=None, help="also write the EvalResult as JSON to this file")
     p.set_defaults(fn=cmd_eval)
+    p = sub.add_parser("convert", help="convert a KernelBench-style answer (load_inline) to the native format")
+    p.add_argument("answer", help="file holding the answer (its Python, or a whole response)")
+    p.set_defaults(fn=cmd_convert)
     p = sub.add_parser("doctor", help="report NVRTC, GPU, host compiler and backends")
     p.set_defaults(fn=cmd_doctor)
     p = sub.add_parser("demo", help="a short scripted episode: a broken kernel, then the fix")

@@ -97,6 +97,9 @@ class EvalResult:
         detail: a machine-readable sub-status (e.g. ``"out_of_bounds"``, ``"input_modified"``,
             ``"kernel_not_launched"``), empty when there is nothing more specific to say.
         errors: the error texts a kernel engineer would read (compiler errors, traceback lines).
+        answer_format: ``"native"``, or ``"load_inline"`` for a KernelBench-style answer
+            (`leap_gym.kernelbench`).
+        build_time_s: seconds spent building a load_inline extension (the ``cuda`` backend's real build).
     """
 
     status: str
@@ -114,6 +117,8 @@ class EvalResult:
     device_output: str = ""
     trials: int = 0
     wall_time_s: float = field(default=0.0, compare=False)
+    answer_format: str = "native"
+    build_time_s: float = 0.0
 
     @property
     def correct(self) -> bool:

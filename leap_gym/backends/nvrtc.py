@@ -49,6 +49,7 @@ class CompileResult:
     resources: dict[str, KernelResources] = field(default_factory=dict)
     compile_time_s: float = 0.0
     cached: bool = False
+    include_refused: bool = False
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -172,6 +173,9 @@ def compile_cuda(source: str, arch: str = DEFAULT_ARCH, options: tuple[str, ...]
     """
     if not re.fullmatch(r"sm_\d+a?", arch):
         raise ValueError(f"arch must look like 'sm_90', got {arch!r}")
+    refused = _include_rule(source, arch)
+    if refused is not None:
+        return refused
     key = _cache_key(source, arch, tuple(options))
     with _cache_lock:
         if key in _memory_cache:
@@ -198,6 +202,21 @@ def compile_cuda(source: str, arch: str = DEFAULT_ARCH, options: tuple[str, ...]
         except OSError as exc:
             log.debug("cannot write NVRTC cache %s: %s", disk_path, exc)
     return result
+
+
+def _include_rule(source: str, arch: str) -> CompileResult | None:
+    """A failed result naming the rule when the source includes anything but the CUDA headers (`includes`)."""
+    from leap_gym.backends.includes import find_include_violations
+
+    violations = find_include_violations(source, include_dirs())
+    if not violations:
+        return None
+    lines = source.splitlines()
+    diagnostics = [Diagnostic(severity="error", message=v.message, line=v.line,
+                              source_line=lines[v.line - 1].rstrip() if 0 < v.line <= len(lines) else None)
+                   for v in violations]
+    log_text = "\n".join(f"{SOURCE_NAME}({v.line}): error: {v.message}" for v in violations)
+    return CompileResult(False, arch, log=log_text, diagnostics=diagnostics, include_refused=True)
 
 
 def _remember(key: str, result: CompileResult) -> None:

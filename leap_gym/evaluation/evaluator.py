@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from leap_gym.backends.base import BackendUnavailable, get_backend
 from leap_gym.evaluation.languages import prepare
+from leap_gym.kernelbench.answer import BUILD_TIMEOUT_S
 from leap_gym.evaluation.parse import ParsedResponse
 from leap_gym.evaluation.pipeline import EvalConfig, EvalJob, finish
 from leap_gym.result import RUNTIME_ERROR, TIMEOUT, EvalResult
@@ -111,19 +112,21 @@ class Evaluator:
         return EvalJob(task=task, cuda=parsed.cuda, python=parsed.python, backend=cfg.backend, arch=cfg.arch or "",
                        trials=cfg.trials, seed=cfg.seed, shuffle_threads=cfg.shuffle_threads,
                        timing_budget_s=cfg.timing_budget_s, checked=checked, strict=cfg.strict,
-                       shape_check=cfg.shape_check)
+                       shape_check=cfg.shape_check, extensions=list(getattr(parsed, "extensions", [])),
+                       real_build=bool(getattr(parsed, "real_build", False)))
 
     def evaluate(self, task: Task, response: str) -> EvalResult:
         """Judge one response to `task`; always returns a result, whatever the response does."""
         start = time.perf_counter()
         if not task.size:
             task = task.with_size(self.backend.size_preset)
-        prepared = prepare(task, response)
+        prepared = prepare(task, response, self.config.backend)
         if isinstance(prepared, EvalResult):
             prepared.backend = self.config.backend
             return finish(prepared, start)
         job = self.job_for(task, prepared)
-        outcome = self._get_pool().run("leap_gym.evaluation.languages:run_job", job, timeout=self.config.timeout_s)
+        timeout = self.config.timeout_s + (BUILD_TIMEOUT_S if job.real_build else 0.0)
+        outcome = self._get_pool().run("leap_gym.evaluation.languages:run_job", job, timeout=timeout)
         if outcome.ok:
             return outcome.value
         result = self._failure_result(task, outcome)

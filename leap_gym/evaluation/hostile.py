@@ -186,7 +186,8 @@ def _guarded_objects() -> dict[str, Any]:
     for name in ("leap_gym.evaluation.correctness", "leap_gym.evaluation.pipeline", "leap_gym.evaluation.languages",
                  "leap_gym.evaluation.kernels", "leap_gym.result", "leap_gym.backends.base", "leap_gym.backends.cpu",
                  "leap_gym.backends.cpu_checked", "leap_gym.backends.cuda", "leap_gym.backends.cuda_driver",
-                 "leap_gym.backends.timing", "leap_gym.sandbox", "leap_gym.sandbox.pool", "torch._tensor",
+                 "leap_gym.backends.timing", "leap_gym.sandbox", "leap_gym.sandbox.pool", "leap_gym.kernelbench.build",
+                 "torch._tensor",
                  "torch.overrides", "torch.utils._python_dispatch"):
         if name in sys.modules:
             targets[name] = sys.modules[name]

@@ -413,3 +413,23 @@ def parse_response(text: str, wrapper: str = "") -> ParsedResponse:
         raise FormatError("no ```python block found, and this task has no default wrapper: add a ```python block "
                           "defining class ModelNew(nn.Module) whose forward launches your kernels", expected=expected)
     return ParsedResponse(cuda=cuda, python=wrapper, used_default_wrapper=True, cuda_first_line=cuda_block.first_line)
+
+
+def python_only_block(text: str) -> tuple[str, int] | None:
+    """The python block of a response holding one ```python block and no ```cuda block, with its first line.
+
+    That is the shape of a KernelBench-style answer (kernels inside a ``load_inline`` string); a whole
+    response that is Python source defining ``ModelNew`` (no fences) counts as one block at line 1.
+    None for any other response.
+    """
+    if not isinstance(text, str) or len(text) > MAX_RESPONSE_CHARS:
+        return None
+    visible, _ = strip_thinking(normalise(text))
+    blocks = scan_blocks(visible)
+    if not blocks:
+        return (visible, 1) if _PY_SNIFF_RE.search(visible) and "class ModelNew" in visible else None
+    cuda = [b for b in blocks if b.lang == "cuda"]
+    python = [b for b in blocks if b.lang == "python"]
+    if cuda or len(python) != 1:
+        return None
+    return textwrap.dedent(python[0].text), python[0].first_line

@@ -80,18 +80,30 @@ class EvalJob:
     allowed_ops: list[str] = field(default_factory=list)
     strict: bool = False
     shape_check: bool = True
+    extensions: list[Any] = field(default_factory=list)
+    real_build: bool = False
 
 
-def prepare_cuda(task: Task, response: str) -> ParsedResponse | EvalResult:
+def prepare_cuda(task: Task, response: str, backend: str = "") -> ParsedResponse | EvalResult:
     """Parse and statically check a CUDA C++ response; a FORMAT_ERROR result when it is not acceptable."""
     try:
         parsed = parse_response(response, wrapper=task.wrapper)
+    except FormatError as exc:
+        return EvalResult(FORMAT_ERROR, task_id=task.id, message=str(exc), detail="format")
+    return check_parsed(task, parsed)
+
+
+def check_parsed(task: Task, parsed: ParsedResponse, answer_format: str = "native") -> ParsedResponse | EvalResult:
+    """Statically check a parsed response (its Python block, its kernel signatures); a FORMAT_ERROR result when
+    it is not acceptable."""
+    try:
         check_python_block(parsed.python)
         parse_kernel_signatures(parsed.cuda)
     except FormatError as exc:
-        return EvalResult(FORMAT_ERROR, task_id=task.id, message=str(exc), detail="format")
+        return EvalResult(FORMAT_ERROR, task_id=task.id, message=str(exc), detail="format", answer_format=answer_format)
     except ValueError as exc:
-        return EvalResult(FORMAT_ERROR, task_id=task.id, message=str(exc), detail="kernel_signature")
+        return EvalResult(FORMAT_ERROR, task_id=task.id, message=str(exc), detail="kernel_signature",
+                          answer_format=answer_format)
     return parsed
 
 
@@ -128,8 +140,9 @@ def run_cuda_job(job: EvalJob) -> EvalResult:
     if not compiled.ok:
         first = compiled.errors[0] if compiled.errors else None
         where = f" (line {first.line})" if first and first.line else ""
-        result.status, result.detail = COMPILE_ERROR, "nvrtc"
-        result.message = f"NVRTC error{where}: {first.message if first else 'compilation failed'}"
+        result.status, result.detail = COMPILE_ERROR, "include_rule" if compiled.include_refused else "nvrtc"
+        what = "refused #include" if compiled.include_refused else "NVRTC error"
+        result.message = f"{what}{where}: {first.message if first else 'compilation failed'}"
         result.errors = [f"line {d.line}: {d.message}" if d.line else d.message for d in compiled.errors]
         return finish(result, start)
     backend = get_backend(job.backend)
@@ -162,7 +175,7 @@ def run_cuda_job(job: EvalJob) -> EvalResult:
             result.device_output = launcher.drain_output()
         if hasattr(backend, "check_health"):  # a fault that surfaced through torch poisons the context too
             backend.check_health()
-    _check_environment(environment, result)
+    check_environment(environment, result)
     return finish(result, start)
 
 
@@ -189,7 +202,7 @@ def _exception_headline(exc: BaseException) -> str:
     return (text.splitlines() or [type(exc).__name__])[0][:500]
 
 
-def _check_environment(environment: hostile.EnvironmentSnapshot, result: EvalResult) -> None:
+def check_environment(environment: hostile.EnvironmentSnapshot, result: EvalResult) -> None:
     """Whatever the verdict, a response that swapped torch or harness attributes fails, and its worker goes."""
     changed = environment.tampered()
     if changed is None:
@@ -362,7 +375,7 @@ def run_trials(job: EvalJob, backend: Backend, kernels: Any, model_new_cls: type
                 "timing_tampered", "forward behaved differently while timed (fewer kernel launches, or state "
                 "changed): it must do the same work on every call"))
         result.timing = Timing(kernel_ms, kernel_spread, ref_ms, ref_spread, n)
-        if hasattr(backend, "profile"):  # per-kernel time, occupancy and bandwidth where a GPU can tell
+        if hasattr(backend, "profile") and getattr(counter, "inner", None) is not None:  # per-kernel time, occupancy and bandwidth where a GPU can tell
             from leap_gym.backends.cuda import achieved_bandwidth_gbps, apply_profile, tensor_bytes
 
             with torch.no_grad():

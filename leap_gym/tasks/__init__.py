@@ -10,11 +10,14 @@ unchanged with defaults for the metadata.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
+
+from leap_gym.tasks.sizes import LITERAL_PREFIX, ShrinkError, compile_with_overrides, shrink_to_numel  # noqa: F401
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 
@@ -48,7 +51,7 @@ class Task:
     target_speedup: float = 1.0
     sizes: dict[str, dict[str, int]] = field(default_factory=dict)
     size: str = ""
-    overrides: dict[str, int] = field(default_factory=dict)
+    overrides: dict[str, int | tuple[int, ...]] = field(default_factory=dict)
     wrapper: str = ""
     wrapper_signature: str = ""
     reference_solutions: list[str] = field(default_factory=list)
@@ -62,10 +65,14 @@ class Task:
         return replace(self, size=preset, overrides=dict(self.sizes[preset]))
 
     def module(self) -> dict[str, Any]:
-        """Run the task file (trusted code) with the size overrides applied; return its namespace."""
+        """Run the task file (trusted code) with the size overrides applied; return its namespace.
+
+        An override replaces the constant where the file assigns it, so sizes derived from it follow
+        (`leap_gym.tasks.sizes`); one the file does not assign at top level is set after it runs.
+        """
         namespace: dict[str, Any] = {"__name__": "leap_task_" + re.sub(r"\W", "_", self.id)}
-        exec(compile(self.source, self.path or self.id, "exec"), namespace)
-        namespace.update(self.overrides)
+        exec(compile_with_overrides(self.source, self.path or self.id, self.overrides), namespace)
+        namespace.update({k: v for k, v in self.overrides.items() if not k.startswith(LITERAL_PREFIX)})
         return namespace
 
     def size_constants(self) -> dict[str, int]:
@@ -124,34 +131,94 @@ def _kernelbench_name(stem: str) -> str:
     return re.sub(r"^\d+_", "", stem).lower()
 
 
-def load_folder(folder: str | Path, max_numel: int | None = None) -> list[Task]:
-    """Load every task file of a folder (or of its ``level<N>`` subfolders), sorted by id."""
+@dataclass
+class SkippedFile:
+    """A task file a folder load left out, and why (the exception's type and message)."""
+
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{Path(self.path).name}: {self.reason}"
+
+
+class TaskList(list):
+    """A `list` of `Task` that also names the files a folder load skipped (`skipped`)."""
+
+    def __init__(self, tasks: Any = (), skipped: list[SkippedFile] | None = None):
+        super().__init__(tasks)
+        self.skipped: list[SkippedFile] = list(skipped or [])
+
+
+OnError = Literal["skip", "raise"]
+
+
+def _load_file(path: Path, level: int, max_numel: int | None) -> Task:
+    task = _task_from_file(path, f"level{level}/{_kernelbench_name(path.stem)}", level)
+    if max_numel is not None:
+        task = scale_to_numel(task, max_numel)
+    return task
+
+
+def load_folder(folder: str | Path, max_numel: int | None = None, on_error: OnError = "skip") -> TaskList:
+    """Load every task file of a folder (or of its ``level<N>`` subfolders), sorted by id.
+
+    A file that cannot be loaded or shrunk to `max_numel` is skipped with a warning naming the file
+    and the reason (``on_error="skip"``, the default; the result's `TaskList.skipped` lists them),
+    or raises (``on_error="raise"``).
+    """
+    if on_error not in ("skip", "raise"):
+        raise ValueError(f"on_error must be 'skip' or 'raise', got {on_error!r}")
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"no task folder at {folder}; pass 'builtin', a folder of KernelBench files, "
                                 "or a list of Task objects")
     level_dirs = sorted(p for p in folder.iterdir() if p.is_dir() and re.fullmatch(r"level\d+", p.name))
     groups = [(d, _level_of(d)) for d in level_dirs] or [(folder, _level_of(folder))]
-    tasks = []
+    tasks: list[Task] = []
+    skipped: list[SkippedFile] = []
     for directory, level in groups:
         for path in sorted(directory.glob("*.py")):
             if path.name.startswith("_"):
                 continue
-            task = _task_from_file(path, f"level{level}/{_kernelbench_name(path.stem)}", level)
-            if max_numel is not None:
-                task = scale_to_numel(task, max_numel)
-            tasks.append(task)
-    return sorted(tasks, key=lambda t: (t.level, t.id))
+            try:
+                tasks.append(_load_file(path, level, max_numel))
+            except Exception as exc:  # a task file is foreign code: any failure skips that file only
+                if on_error == "raise":
+                    raise
+                reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:400]
+                skipped.append(SkippedFile(str(path), reason))
+                warnings.warn(f"skipped task file {path}: {reason}", stacklevel=3)
+    return TaskList(sorted(_unique_ids(tasks), key=lambda t: (t.level, t.id)), skipped)
 
 
-def load_tasks(source: str | Path | list[Task] | list[str] = "builtin", max_numel: int | None = None) -> list[Task]:
+def _unique_ids(tasks: list[Task]) -> list[Task]:
+    """KernelBench repeats some names (two ``conv_standard_2D__square_input__square_kernel``): those
+    ids get the file's problem number (``..._kernel_50``)."""
+    counts: dict[str, int] = {}
+    for task in tasks:
+        counts[task.id] = counts.get(task.id, 0) + 1
+    unique = []
+    for task in tasks:
+        number = re.match(r"\d+", Path(task.path).name)
+        if counts[task.id] > 1 and number:
+            task = replace(task, id=f"{task.id}_{number.group(0)}", name=f"{task.name}_{number.group(0)}")
+        unique.append(task)
+    return unique
+
+
+def load_tasks(source: str | Path | list[Task] | list[str] = "builtin", max_numel: int | None = None,
+               on_error: OnError = "skip") -> list[Task]:
     """Load a task suite.
 
     Args:
         source: ``"builtin"``, a folder of task files (KernelBench's ``level1/*.py`` loads unchanged),
             a list of `Task`, or a list of built-in task ids.
-        max_numel: shrink module-level size constants until the inputs hold at most this many
-            elements in all (for the CPU runtime); `None` keeps the file's sizes.
+        max_numel: shrink size constants until the inputs hold at most this many elements in all (for
+            the CPU runtime); `None` keeps the file's sizes.
+        on_error: for a folder, ``"skip"`` (default) leaves out a file that cannot be loaded or shrunk,
+            with a warning, and lists it in the result's ``skipped`` (the result is a `TaskList`, a
+            `list`); ``"raise"`` raises instead.
     """
     if isinstance(source, list):
         if all(isinstance(t, Task) for t in source):
@@ -162,8 +229,8 @@ def load_tasks(source: str | Path | list[Task] | list[str] = "builtin", max_nume
             raise KeyError(f"unknown task ids {missing}; `leap-gym tasks` lists the built-in ones")
         return [builtin[t] for t in source]
     if str(source) == "builtin":
-        return load_folder(BUILTIN_DIR, max_numel)
-    return load_folder(source, max_numel)
+        return list(load_folder(BUILTIN_DIR, max_numel, on_error="raise"))
+    return load_folder(source, max_numel, on_error)
 
 
 def input_numel(task: Task) -> int:
@@ -175,19 +242,12 @@ def input_numel(task: Task) -> int:
 
 
 def scale_to_numel(task: Task, max_numel: int) -> Task:
-    """Halve the largest size constants (those of at least 16) until the inputs fit in `max_numel` elements."""
-    overrides = dict(task.overrides)
-    for _ in range(200):
-        current = replace(task, overrides=overrides)
-        if input_numel(current) <= max_numel:
-            return current
-        constants = {n: v for n, v in current.size_constants().items() if v >= 16}
-        constants = {n: overrides.get(n, v) for n, v in constants.items()}
-        if not constants:
-            break
-        name = max(constants, key=lambda n: constants[n])
-        overrides[name] = max(8, constants[name] // 2)
-    raise ValueError(f"task {task.id} cannot be shrunk to {max_numel} input elements by scaling its size constants")
+    """Halve the task's sizes until its inputs fit in `max_numel` elements (`leap_gym.tasks.sizes.shrink_to_numel`).
+
+    Raises:
+        ShrinkError: (a `ValueError`) when no valid halving gets there.
+    """
+    return shrink_to_numel(task, max_numel)
 
 
 def instantiate(task: Task, seed: int) -> tuple[dict[str, Any], torch.nn.Module, list[Any], list[Any]]:

@@ -1,0 +1,218 @@
+"""How torch's C++ API and the CUDA runtime's host names read in Python (`leap_gym.kernelbench.host`).
+
+`TorchApiNames` is the part of the host-code translator that maps names, calls and members
+(``torch::empty``, ``x.data_ptr<float>()``, ``x.options().dtype(...)``, ``TORCH_CHECK``, casts); the
+statements and operators are in `leap_gym.kernelbench.host`. Each mapping is exact, or it raises
+`Untranslatable` naming the construct.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+
+class Untranslatable(ValueError):
+    """A host construct outside the exact subset; the message names it."""
+
+
+@dataclass
+class Value:
+    """A translated expression: its Python text, and whether it stands for a C pointer (a tensor)."""
+
+    text: str
+    pointer: bool = False
+
+
+def strip_namespace(name: str) -> str:
+    return re.sub(r"^(?:::)?(?:torch|at|std|c10)::", "", name)
+
+
+INT_TYPES = {"int", "long", "short", "unsigned", "signed", "size_t", "int64_t", "int32_t", "uint32_t", "uint64_t",
+              "int16_t", "int8_t", "uint8_t", "char", "ssize_t", "ptrdiff_t", "long long", "unsigned int",
+              "unsigned long", "unsigned long long", "long int", "std::size_t", "std::int64_t", "index_t"}
+FLOAT_TYPES = {"float", "double"}
+DTYPES = {"kFloat": "float32", "kFloat32": "float32", "kDouble": "float64", "kFloat64": "float64",
+           "kHalf": "float16", "kFloat16": "float16", "kBFloat16": "bfloat16", "kInt": "int32", "kInt32": "int32",
+           "kLong": "int64", "kInt64": "int64", "kShort": "int16", "kInt16": "int16", "kByte": "uint8",
+           "kUInt8": "uint8", "kChar": "int8", "kInt8": "int8", "kBool": "bool"}
+CONSTANTS = {"INFINITY": "math.inf", "NAN": "math.nan", "FLT_MAX": "3.4028234663852886e+38",
+              "FLT_MIN": "1.1754943508222875e-38", "INT_MAX": "2147483647", "INT_MIN": "(-2147483648)",
+              "M_PI": "math.pi"}
+#: What ``cudaDeviceGetAttribute`` answers for the attributes a launch configuration reads (the
+#: static shared-memory limit, not an opt-in maximum).
+DEVICE_ATTRIBUTES = {"cudaDevAttrMaxSharedMemoryPerBlock": 49152, "cudaDevAttrMaxThreadsPerBlock": 1024,
+                      "cudaDevAttrWarpSize": 32}
+NO_OPS = {"cudaDeviceSynchronize", "C10_CUDA_KERNEL_LAUNCH_CHECK", "cudaStreamSynchronize", "printf",
+          "AT_CUDA_CHECK", "C10_CUDA_CHECK", "CUDA_CHECK", "cudaCheckErrors"}
+
+
+class TorchApiNames:
+    """Names, calls, members and casts of host code (a mixin of the translator: it provides `take`,
+    `at`, `args`, `expr`, `kernels`, `helpers` and `pointers`)."""
+
+    kernels: dict[str, Any]
+    helpers: frozenset[str]
+    pointers: set[str]
+
+    def name(self, raw: str) -> Value:
+        name = strip_namespace(raw)
+        if raw in ("true", "false"):
+            return Value("True" if raw == "true" else "False")
+        if raw in ("nullptr", "NULL"):
+            return Value("None")
+        if name in ("static_cast", "reinterpret_cast") and self.at("<"):
+            self.take("<")
+            words = []
+            while not self.at(">"):
+                words.append(self.take().text)
+            self.take(">")
+            self.take("(")
+            value = self.expr()
+            self.take(")")
+            return self.cast(words, value)
+        if name in DTYPES:
+            return Value(f"torch.{DTYPES[name]}")
+        if name in ("kCUDA", "kCPU"):
+            return Value("KB_DEVICE")
+        if name == "sizeof":
+            self.take("(")
+            words = []
+            while not self.at(")"):
+                words.append(self.take().text)
+            self.take(")")
+            size = {"float": 4, "double": 8, "int": 4, "half": 2, "__half": 2, "long": 8, "int64_t": 8,
+                    "char": 1, "bool": 1, "short": 2, "float4": 16, "float2": 8}.get(" ".join(words))
+            if size is None:
+                raise Untranslatable(f"sizeof({' '.join(words)}) in host code")
+            return Value(str(size))
+        if name in self.kernels and self.at("<<<"):
+            raise Untranslatable(f"a launch of '{name}' inside an expression")
+        if name in ("cudaGetLastError", "cudaPeekAtLastError", "cudaDeviceSynchronize", "getCurrentCUDAStream",
+                    "cuda::getCurrentCUDAStream") or name in NO_OPS:
+            self.take("(")
+            self.args(")")
+            return Value("0" if "Error" in name or "Synchronize" in name else "None")
+        if name == "cudaSuccess":
+            return Value("0")
+        if name in CONSTANTS:
+            return Value(CONSTANTS[name])
+        if name == "cudaGetErrorString":
+            self.take("(")
+            self.args(")")
+            return Value('"CUDA error"')
+        if name in ("TORCH_CHECK", "AT_ASSERTM", "TORCH_INTERNAL_ASSERT"):
+            self.take("(")
+            args = self.args(")")
+            return Value(f"kb_check({', '.join(a.text for a in args)})")
+        if name in ("empty", "zeros", "ones"):
+            self.take("(")
+            args = self.args(")")
+            return Value(f"kb_{name}({', '.join(a.text for a in args)})")
+        if name == "full":
+            self.take("(")
+            args = self.args(")")
+            return Value(f"kb_full({', '.join(a.text for a in args)})")
+        if name in ("empty_like", "zeros_like", "ones_like"):
+            self.take("(")
+            args = self.args(")")
+            return Value(f"kb_like({name.split('_')[0]!r}, {', '.join(a.text for a in args)})")
+        if name in ("dtype", "TensorOptions", "device") and self.at("("):
+            self.take("(")
+            args = self.args(")")
+            if name == "TensorOptions":
+                return Value("KbOptions()")
+            key = "dtype" if name == "dtype" else "device"
+            return Value(f"KbOptions({key}={args[0].text})" if args else "KbOptions()")
+        if name in ("Device",) and self.at("("):
+            self.take("(")
+            self.args(")")
+            return Value("KB_DEVICE")
+        if name in ("min", "max", "fmin", "fmax", "fminf", "fmaxf"):
+            self.take("(")
+            args = self.args(")")
+            return Value(f"{'min' if 'min' in name else 'max'}({', '.join(a.text for a in args)})")
+        if name in ("ceil", "floor", "sqrt", "ceilf", "floorf", "sqrtf", "log2", "pow", "exp", "log", "abs", "fabs"):
+            self.take("(")
+            args = self.args(")")
+            joined = ", ".join(a.text for a in args)
+            base = name.rstrip("f") if name != "abs" else "abs"
+            if base in ("ceil", "floor"):
+                return Value(f"float(math.{base}({joined}))")
+            if base in ("abs", "fabs"):
+                return Value(f"abs({joined})")
+            return Value(f"math.{base}({joined})")
+        if name in ("make_tuple", "tuple", "vector") and self.at("("):
+            self.take("(")
+            args = self.args(")")
+            return Value("(" + ", ".join(a.text for a in args) + ("," if len(args) == 1 else "") + ")")
+        if name == "dim3" and self.at("("):
+            self.take("(")
+            args = self.args(")")
+            return Value("(" + ", ".join(a.text for a in args) + ("," if len(args) == 1 else "") + ")")
+        if raw in self.helpers and self.at("("):
+            self.take("(")
+            args = self.args(")")
+            return Value(f"kb_host_{raw}({', '.join(a.text for a in args)})")
+        if "::" in name:
+            raise Untranslatable(f"'{raw}' in host code")
+        if self.at("(") and name not in self.kernels:
+            raise Untranslatable(f"the call of '{raw}' in host code (only torch's allocation functions and the "
+                                 "kernel launches are translated)")
+        return Value(name, name in self.pointers)
+
+
+    def member(self, value: Value, member: str) -> Value:
+        template: list[str] = []
+        if self.at("<") and member in ("data_ptr", "data", "mutable_data_ptr", "const_data_ptr", "item"):
+            self.take("<")
+            while not self.at(">"):
+                template.append(self.take().text)
+            self.take(">")
+        args = self.args(")") if self.at("(") and self.take("(") else None
+        joined = ", ".join(a.text for a in args or [])
+        if member in ("data_ptr", "data", "mutable_data_ptr", "const_data_ptr"):
+            return Value(value.text, True)
+        if member == "options":
+            return Value(f"kb_options({value.text})")
+        if member in ("dtype", "device") and args is not None:
+            if value.text.startswith("kb_options(") or value.text.startswith("KbOptions("):
+                return Value(f"{value.text}.{member}({joined})")
+            return Value(f"{value.text}.{member}")
+        if member == "scalar_type":
+            return Value(f"{value.text}.dtype")
+        if member == "sizes":
+            return Value(f"tuple({value.text}.shape)")
+        if member == "strides":
+            return Value(f"{value.text}.stride()")
+        if member == "is_cuda":
+            return Value(f"kb_on_device({value.text})")
+        if member == "to" and args is not None and len(args) == 1:
+            return Value(f"{value.text}.to({joined})")
+        if member in ("numel", "size", "stride", "dim", "contiguous", "is_contiguous", "element_size", "ndimension"):
+            name = "dim" if member == "ndimension" else member
+            return Value(f"{value.text}.{name}({joined})")
+        if member in ("view", "reshape", "expand", "permute"):
+            items = [a.text for a in args or []]
+            if len(items) == 1 and items[0].startswith("["):
+                return Value(f"{value.text}.{member}(tuple({items[0]}))")
+            return Value(f"{value.text}.{member}({joined})")
+        if member in ("x", "y", "z") and args is None:
+            index = "xyz".index(member)
+            return Value(f"{value.text}[{index}]")
+        raise Untranslatable(f"the member '.{member}' in host code")
+
+    def cast(self, words: list[str], value: Value) -> Value:
+        if "*" in words:
+            return Value(value.text, True)
+        base = " ".join(w for w in words if w != "const")
+        base = strip_namespace(base)
+        if base in FLOAT_TYPES:
+            return Value(f"float({value.text})")
+        if base == "bool":
+            return Value(f"bool({value.text})")
+        if base in INT_TYPES or base.replace("unsigned ", "") in INT_TYPES:
+            return Value(f"int({value.text})")
+        raise Untranslatable(f"the cast to '{base}' in host code")
+

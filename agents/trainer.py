@@ -22,6 +22,7 @@ from leap_agents.dcp import DifficultyTracker
 from leap_agents.logprobs import response_logprobs
 from leap_agents.metrics import MetricsWriter, summarize
 from leap_agents.policies.hf import HFPolicy, apply_lora
+from leap_agents.pretrained import is_pretrained_name
 from leap_agents.rollout import RolloutBatch, RolloutEngine
 from leap_agents.trajectory import Turn, assign_rewards
 
@@ -37,6 +38,12 @@ def build_policy(config: TrainConfig, cache_dir: Path | None = None) -> HFPolicy
 
         model, tokenizer = build_tiny(cache_dir, seed=config.run.seed, vocab_size=m.tiny_vocab,
                                       hidden_size=m.tiny_hidden, layers=m.tiny_layers)
+    elif is_pretrained_name(m.path) or m.adapter:
+        lora = {"r": m.lora_r, "lora_alpha": m.lora_alpha} if m.lora_r > 0 else None
+        return HFPolicy.from_pretrained(m.path, device=device, dtype=m.dtype, lora=lora, adapter=m.adapter or None,
+                                        trainable=True, max_prompt_tokens=m.max_prompt_tokens,
+                                        batch_size=m.gen_batch_size, temperature=config.rollout.temperature,
+                                        top_p=config.rollout.top_p, max_new_tokens=config.rollout.max_new_tokens)
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

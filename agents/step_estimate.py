@@ -26,6 +26,7 @@ class StepEstimate:
     turns: int
     decode_step_s: float
     micro_batch_s: float
+    prefill_s: float = 0.0
 
     @property
     def total_s(self) -> float:
@@ -34,8 +35,9 @@ class StepEstimate:
     def describe(self) -> str:
         return (f"estimated time per step: at most {self.total_s:.0f} s (generation {self.generation_s:.0f} s, update "
                 f"{self.update_s:.0f} s; {self.trajectories} trajectories x {self.turns} turns, every response at "
-                f"max_new_tokens, no pruning, evaluation not counted; measured {self.decode_step_s * 1000:.0f} ms per "
-                f"decoding step, {self.micro_batch_s:.1f} s per forward+backward micro-batch)")
+                f"max_new_tokens, no pruning, evaluation not counted; measured {self.prefill_s:.1f} s per prompt prefill, "
+                f"{self.decode_step_s * 1000:.0f} ms per decoding step, {self.micro_batch_s:.1f} s per forward+backward "
+                "micro-batch)")
 
 
 def estimate_step(policy: Any, config: Any, task: Any, probe_tokens: int = 8) -> StepEstimate:
@@ -49,10 +51,14 @@ def estimate_step(policy: Any, config: Any, task: Any, probe_tokens: int = 8) ->
     history = [{"role": "system", "content": "You are an expert CUDA kernel engineer."},
                {"role": "user", "content": render_prompt(task.with_size("cpu"), r.max_turns, "debug")}]
     batch = min(trajectories, policy.batch_size)
-    start = time.perf_counter()
-    policy.generate([history] * batch, temperature=0, max_new_tokens=probe_tokens)
-    decode_step = (time.perf_counter() - start) / probe_tokens
-    generation = r.max_turns * math.ceil(trajectories / policy.batch_size) * r.max_new_tokens * decode_step
+    timings = []
+    for tokens in (1, 1 + probe_tokens):  # the difference removes the prompt's prefill from the decoding step
+        start = time.perf_counter()
+        policy.generate([history] * batch, temperature=0, max_new_tokens=tokens)
+        timings.append(time.perf_counter() - start)
+    prefill = timings[0]
+    decode_step = max(timings[1] - timings[0], 0.0) / probe_tokens
+    generation = r.max_turns * math.ceil(trajectories / policy.batch_size) * (prefill + r.max_new_tokens * decode_step)
 
     prompt = policy.encode_prompt(history)
     response = [policy.tokenizer.eos_token_id] * r.max_new_tokens
@@ -66,4 +72,4 @@ def estimate_step(policy: Any, config: Any, task: Any, probe_tokens: int = 8) ->
     policy.model.zero_grad(set_to_none=True)
     policy.model.train(was_training)
     update = math.ceil(trajectories * r.max_turns / micro) * micro_s * config.optim.epochs
-    return StepEstimate(generation, update, trajectories, r.max_turns, decode_step, micro_s)
+    return StepEstimate(generation, update, trajectories, r.max_turns, decode_step, micro_s, prefill)

@@ -144,8 +144,9 @@ def test_one_generation_through_env_step(smollm2, env):
     (gen,) = smollm2.generate([info["messages"]], temperature=0, max_new_tokens=256)
     assert gen.text and len(gen.token_ids) == len(gen.logprobs) <= 256
     _, reward, _, _, info = env.step(gen.text)
-    # the warmed-up model answers in the short form (the base model answers in prose: FORMAT_ERROR)
-    assert gen.text.lstrip().startswith("```cuda") and gen.finish_reason == "stop"
+    # the warmed-up model answers in the short form with the task's kernel (the base model answers in prose:
+    # FORMAT_ERROR); whether the kernel is right is measured by leap-eval, not asserted here
+    assert gen.text.lstrip().startswith("```cuda") and "relu_kernel(" in gen.text
     assert info["result"].status != "FORMAT_ERROR" and reward in (0.0, 1.0)
 
 

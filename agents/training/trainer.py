@@ -26,6 +26,7 @@ from leap_agents.training.rollout import RolloutBatch, RolloutEngine
 from leap_agents.training.run_record import trainer_step_records
 from leap_agents.training.trajectory import Turn, assign_rewards
 from leap_gym.report import RunRecorder, write_report
+from leap_agents.policies.pretrained import is_pretrained_name
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,12 @@ def build_policy(config: TrainConfig, cache_dir: Path | None = None) -> HFPolicy
 
         model, tokenizer = build_tiny(cache_dir, seed=config.run.seed, vocab_size=m.tiny_vocab,
                                       hidden_size=m.tiny_hidden, layers=m.tiny_layers)
+    elif is_pretrained_name(m.path) or m.adapter:
+        lora = {"r": m.lora_r, "lora_alpha": m.lora_alpha} if m.lora_r > 0 else None
+        return HFPolicy.from_pretrained(m.path, device=device, dtype=m.dtype, lora=lora, adapter=m.adapter or None,
+                                        trainable=True, max_prompt_tokens=m.max_prompt_tokens,
+                                        batch_size=m.gen_batch_size, temperature=config.rollout.temperature,
+                                        top_p=config.rollout.top_p, max_new_tokens=config.rollout.max_new_tokens)
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

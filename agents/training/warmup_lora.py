@@ -1,0 +1,266 @@
+"""LoRA warm-up of a pretrained model on the LEAP-mini training tasks: SFT on reference kernels and repairs.
+
+The data are chat histories the environment really produces, on LEAP-mini's training split (the
+held-out tasks are never seen; `check_split` asserts it):
+
+- first turn: the environment's task prompt -> a reference solution in the short form (``cuda`` block);
+- repair: the task prompt, a mutant of the reference (`leap_agents.training.mini.mutants`) as the assistant's
+  answer, the environment's real feedback on it (judged on the ``cpu`` backend) -> the reference.
+  Mutants that pass are dropped.
+
+Both are rendered by the policy itself (`HFPolicy.render`, i.e. `compact_history` for a named model), the
+same path its rollouts take, and the loss covers the response tokens only. The adapter is saved in float16
+under ``$LEAP_GYM_CACHE/pretrained/<name>-lora-<hash>``; ``--ship`` also copies it into the package
+(``leap_agents/adapters/<name>``), where tests and notebooks find it without retraining:
+
+    python -m leap_agents.training.warmup_lora            # build (or load) the cached warm-up
+    python -m leap_agents.training.warmup_lora --ship     # and ship it in the package
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import random
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from leap_agents.policies.pretrained import ADAPTERS_DIR, SMOLLM2, spec_of
+
+log = logging.getLogger(__name__)
+
+#: Turn budget written into the prompts and feedback of the warm-up histories (as in evaluation).
+MAX_TURNS = 4
+
+
+@dataclass
+class LoraWarmupConfig:
+    """How the LoRA warm-up is built."""
+
+    model: str = field(default=SMOLLM2.name, metadata={"help": "named pretrained model"})
+    held_out: int = field(default=6, metadata={"help": "LEAP-mini held-out tasks (never trained on)"})
+    split_seed: int = field(default=0, metadata={"help": "seed of LEAP-mini's train/held-out draw"})
+    mutants_per_task: int = field(default=4, metadata={"help": "mutants judged per training task"})
+    first_turn_weight: int = field(default=2, metadata={"help": "copies of each first-turn example"})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank"})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
+    lora_layers: int = field(default=8, metadata={
+        "help": "adapt only the top N decoder layers (0: all); backward then stops there, about half the step time"})
+    steps: int = field(default=30, metadata={"help": "SFT optimizer steps"})
+    batch_size: int = field(default=4, metadata={"help": "examples per step"})
+    lr: float = field(default=1.5e-3, metadata={"help": "peak learning rate (linear warm-up, cosine decay)"})
+    seed: int = field(default=0, metadata={"help": "mutant draw, data order and LoRA init seed"})
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass
+class SftExample:
+    """One SFT pair: an environment history and the response to learn. `kind`: first_turn or repair."""
+
+    task_id: str
+    kind: str
+    history: list[dict[str, str]]
+    response: str
+    mutation: str = ""
+    status: str = ""
+
+
+def warmup_split(config: LoraWarmupConfig) -> tuple[list[Any], Any]:
+    """LEAP-mini's tasks (level 1, short form, CPU sizes) and its train/held-out split."""
+    from leap_agents.training.mini.data import make_split, mini_tasks
+
+    tasks = mini_tasks()
+    return tasks, make_split(tasks, config.held_out, config.split_seed)
+
+
+def build_examples(tasks: list[Any], train_ids: list[str], judge: Any, mutants_per_task: int = 4,
+                   first_turn_weight: int = 2, seed: int = 0) -> tuple[list[SftExample], dict[str, Any]]:
+    """First-turn and repair examples of the training tasks, each mutant judged by `judge` (a mini `Judge`).
+
+    Returns:
+        The examples and statistics (mutants judged, kept, statuses, seconds).
+    """
+    from leap_gym.feedback import render_feedback, render_prompt
+
+    from leap_agents.training.mini.data import as_response, reference_cuda
+    from leap_agents.training.mini.mutants import mutants
+
+    by_id = {t.id: t for t in tasks}
+    examples: list[SftExample] = []
+    stats: dict[str, Any] = {"mutants": 0, "kept": 0, "passed": 0, "statuses": {}}
+    start = time.perf_counter()
+    for n, task_id in enumerate(train_ids):
+        task = by_id[task_id]
+        prompt = [{"role": "system", "content": "You are an expert CUDA kernel engineer."},
+                  {"role": "user", "content": render_prompt(task, MAX_TURNS, "debug")}]
+        refs = [as_response(reference_cuda(task, k)) for k in range(len(task.reference_solutions))]
+        for ref in refs:
+            examples += [SftExample(task_id, "first_turn", prompt, ref)] * first_turn_weight
+        muts = mutants(reference_cuda(task), mutants_per_task, seed=seed * 1000 + n)
+        results = judge([(task, as_response(m)) for _, m in muts])
+        for (op, mutated), result in zip(muts, results):
+            stats["mutants"] += 1
+            stats["statuses"][result.status] = stats["statuses"].get(result.status, 0) + 1
+            if result.status in ("CORRECT", "COMPILED"):
+                stats["passed"] += 1
+                continue
+            stats["kept"] += 1
+            history = prompt + [{"role": "assistant", "content": as_response(mutated)},
+                                {"role": "user", "content": render_feedback(result, 1, MAX_TURNS)}]
+            examples.append(SftExample(task_id, "repair", history, refs[0], op, result.status))
+    stats["seconds"] = time.perf_counter() - start
+    return examples, stats
+
+
+def sft_step(policy: Any, batch: list[tuple[list[int], list[int]]], optimizer: torch.optim.Optimizer) -> float:
+    """One optimizer step of the mean response-token negative log-likelihood over `batch` (prompt, response ids)."""
+    from leap_agents.training.logprobs import response_logprobs
+
+    policy.model.train()
+    lps = response_logprobs(policy.model, [b[0] for b in batch], [b[1] for b in batch], policy.tokenizer.pad_token_id)
+    loss = -torch.cat(lps).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([p for p in policy.model.parameters() if p.requires_grad], 1.0)
+    optimizer.step()
+    return float(loss.item())
+
+
+def sft(policy: Any, examples: list[SftExample], steps: int, batch_size: int = 4, lr: float = 1e-3, seed: int = 0,
+        progress: bool = True) -> list[float]:
+    """LoRA SFT of `policy` (its trainable parameters) on `examples`, rendered by the policy. Returns losses."""
+    from tqdm.auto import tqdm
+
+    rng = random.Random(seed)
+    encoded = [(policy.encode_prompt(e.history), policy.encode_response(e.response)) for e in examples]
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    warm = max(1, steps // 10)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + torch.cos(torch.tensor(torch.pi * s / steps)).item()))
+    order: list[int] = []
+    losses: list[float] = []
+    bar = tqdm(range(steps), desc="lora warm-up", unit="step", disable=not progress)
+    for _ in bar:
+        while len(order) < batch_size:
+            more = list(range(len(encoded)))
+            rng.shuffle(more)
+            order += more
+        losses.append(sft_step(policy, [encoded[order.pop()] for _ in range(batch_size)], optimizer))
+        schedule.step()
+        bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    policy.model.eval()
+    return losses
+
+
+#: The linear layers of a Llama-style decoder layer that LoRA adapts.
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def lora_kwargs(model: Any, r: int, alpha: int, top_layers: int = 0) -> dict[str, Any]:
+    """`apply_lora` arguments adapting the attention and MLP projections of the top `top_layers` layers (0: all)."""
+    kwargs: dict[str, Any] = {"r": r, "lora_alpha": alpha, "target_modules": list(LORA_TARGETS)}
+    layers = int(model.config.num_hidden_layers)
+    if 0 < top_layers < layers:
+        kwargs["layers_to_transform"] = list(range(layers - top_layers, layers))
+    return kwargs
+
+
+def cache_path(config: LoraWarmupConfig) -> Path:
+    from leap_gym.backends.nvrtc import cache_dir
+
+    return cache_dir() / "pretrained" / f"{spec_of(config.model).name}-lora-{config.key()}"
+
+
+def save_adapter(model: Any, path: Path) -> None:
+    """The adapter weights in float16 safetensors with peft's config (a few MB)."""
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(path), safe_serialization=True)
+    from safetensors.torch import load_file, save_file
+
+    weights = path / "adapter_model.safetensors"
+    save_file({k: v.half().contiguous() for k, v in load_file(str(weights)).items()}, str(weights))
+
+
+def warmup(config: LoraWarmupConfig | None = None, rebuild: bool = False, backend: str = "cpu",
+           progress: bool = True) -> tuple[Path, dict[str, Any]]:
+    """Build (or find cached) the LoRA warm-up adapter. Returns its folder and its metadata."""
+    from leap_agents.training.mini.data import check_split
+    from leap_agents.training.mini.judge import Judge
+    from leap_agents.policies.hf import HFPolicy, apply_lora
+
+    config = config or LoraWarmupConfig()
+    path = cache_path(config)
+    if (path / "warmup.json").exists() and not rebuild:
+        log.info("the warm-up adapter is cached at %s", path)
+        return path, json.loads((path / "warmup.json").read_text())
+    tasks, split = warmup_split(config)
+    t0 = time.perf_counter()
+    with Judge(backend) as judge:
+        examples, stats = build_examples(tasks, split.train, judge, config.mutants_per_task, config.first_turn_weight,
+                                         config.seed)
+    policy = HFPolicy.from_pretrained(config.model, device="cpu")
+    rendered = [policy.render(e.history) + e.response for e in examples]
+    check_split(split, rendered, {t.id: t for t in tasks})
+    torch.manual_seed(config.seed)
+    policy.model = apply_lora(policy.model, **lora_kwargs(policy.model, config.lora_r, config.lora_alpha,
+                                                          config.lora_layers))
+    t1 = time.perf_counter()
+    losses = sft(policy, examples, config.steps, config.batch_size, config.lr, config.seed, progress)
+    t2 = time.perf_counter()
+    lengths = [len(policy.encode_prompt(e.history)) + len(policy.encode_response(e.response)) for e in examples]
+    meta = {"config": asdict(config), "split": split.to_dict(), "backend": backend, "data": stats,
+            "examples": {"first_turn": sum(e.kind == "first_turn" for e in examples),
+                         "repair": sum(e.kind == "repair" for e in examples)},
+            "tokens_per_example": {"mean": sum(lengths) / len(lengths), "max": max(lengths)},
+            "losses": losses, "seconds": {"data": t1 - t0, "sft": t2 - t1}}
+    save_adapter(policy.model, path)
+    (path / "examples.jsonl").write_text("".join(json.dumps(asdict(e)) + "\n" for e in examples))
+    (path / "warmup.json").write_text(json.dumps(meta, indent=1))
+    log.info("warm-up built in %.0f s (data %.0f s, SFT %.0f s), cached at %s", t2 - t0, t1 - t0, t2 - t1, path)
+    return path, meta
+
+
+def ship(path: Path, name: str) -> Path:
+    """Copy a built adapter (weights, config, metadata) into the package's ``adapters/<name>``."""
+    target = ADAPTERS_DIR / spec_of(name).name
+    target.mkdir(parents=True, exist_ok=True)
+    for file in ("adapter_model.safetensors", "adapter_config.json", "warmup.json"):
+        shutil.copy2(path / file, target / file)
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m leap_agents.training.warmup_lora", description=__doc__.split("\n\n")[0])
+    defaults = LoraWarmupConfig()
+    for f in defaults.__dataclass_fields__.values():
+        parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(getattr(defaults, f.name)),
+                            default=getattr(defaults, f.name), help=f.metadata.get("help"))
+    parser.add_argument("--rebuild", action="store_true", help="rebuild even when cached")
+    parser.add_argument("--ship", action="store_true", help="copy the adapter into leap_agents/adapters/<model>")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    torch.set_num_threads(args.threads)
+    config = LoraWarmupConfig(**{k: getattr(args, k) for k in defaults.__dataclass_fields__})
+    path, meta = warmup(config, rebuild=args.rebuild)
+    print(f"adapter: {path}")
+    print(f"examples: {meta['examples']}, mutants judged {meta['data']['mutants']} (kept {meta['data']['kept']}), "
+          f"SFT {meta['seconds']['sft']:.0f} s, final loss {meta['losses'][-1]:.3f}")
+    if args.ship:
+        print(f"shipped to {ship(path, config.model)}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

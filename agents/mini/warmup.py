@@ -54,7 +54,7 @@ class WarmupConfig:
     first_turn_weight: int = field(default=10, metadata={"help": "first-turn examples per task (drafts included)"})
     draft_correct_rate: float = field(default=0.3, metadata={"help": "share of a task's first-turn examples whose target is the reference; the rest are its draft mutants (1.0: references only)"})
     draft_mutants: int = field(default=3, metadata={"help": "structured mutants per task used as buggy first drafts"})
-    sft_steps: int = field(default=300, metadata={"help": "SFT optimizer steps"})
+    sft_steps: int = field(default=200, metadata={"help": "SFT optimizer steps"})
     batch_size: int = field(default=16, metadata={"help": "SFT examples per step"})
     lr: float = field(default=3e-3, metadata={"help": "SFT peak learning rate (cosine decay)"})
     seed: int = field(default=0, metadata={"help": "model init and data order seed"})
@@ -131,7 +131,11 @@ def build_examples(tasks: list[Task], split: Split, eval_fn: EvalFn, mutants_per
         if draft_mutants > 0 and draft_correct_rate < 1.0:
             candidates = mutants(refs[0], 2 * draft_mutants, seed=seed * 1000 + n, only=DRAFT_OPERATORS) + [
                 m for m in candidates if m[0] not in DRAFT_OPERATORS]
-        results = eval_fn([(task, as_response(m)) for _, m in candidates])
+        ref_result, *results = eval_fn([(task, as_response(refs[0]))] + [(task, as_response(m)) for _, m in candidates])
+        if ref_result.status not in (CORRECT, "COMPILED"):
+            raise RuntimeError(f"the reference of {task_id} is judged {ref_result.status} ({ref_result.message[:300]}): "
+                               "the backend cannot tell a bug from a fix, so no warm-up data is built; fix the "
+                               "backend (e.g. NVRTC not found: install nvidia-cuda-nvrtc) or pass backend='compile-only'")
         failing: list[tuple[str, str, EvalResult]] = []
         for (op, mutated), result in zip(candidates, results):
             stats["mutants"] += 1

@@ -51,7 +51,7 @@ class ArmConfig:
     max_turns: int = field(default=3, metadata={"help": "turn budget (single-turn uses 1)"})
     gamma: float = field(default=0.4, metadata={"help": "Kevin's discount (multi-turn arm)"})
     easy_threshold: float = field(default=0.5, metadata={"help": "DCP: a group at this pass rate stops"})
-    lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate (3e-4 collapses the warm-up policy within a few steps)"})
+    lr: float = field(default=2e-4, metadata={"help": "AdamW learning rate (clipped ratios and the KL penalty keep it from collapsing the warm-up policy)"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature (1.0: the warm-up policy solves some tasks at once, fixes some, fails some)"})
     clip: float = field(default=0.2, metadata={"help": "PPO clip range"})
     epochs: int = field(default=2, metadata={"help": "PPO inner epochs (optimizer steps) per batch"})

@@ -132,6 +132,10 @@ def build_examples(tasks: list[Task], split: Split, eval_fn: EvalFn, mutants_per
             candidates = mutants(refs[0], 2 * draft_mutants, seed=seed * 1000 + n, only=DRAFT_OPERATORS) + [
                 m for m in candidates if m[0] not in DRAFT_OPERATORS]
         ref_result, *results = eval_fn([(task, as_response(refs[0]))] + [(task, as_response(m)) for _, m in candidates])
+        for retry in range(2):  # a cold compile on a loaded machine can time out; judged again (text outside
+            if ref_result.status in (CORRECT, "COMPILED"):  # the block is ignored, and skips a judge's memo)
+                break
+            ref_result = eval_fn([(task, as_response(refs[0]) + f"\nretry {retry + 1}")])[0]
         if ref_result.status not in (CORRECT, "COMPILED"):
             raise RuntimeError(f"the reference of {task_id} is judged {ref_result.status} ({ref_result.message[:300]}): "
                                "the backend cannot tell a bug from a fix, so no warm-up data is built; fix the "

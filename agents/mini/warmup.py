@@ -2,15 +2,21 @@
 
 Data, from the training split only:
 
-- first-turn examples: the task's compact prompt -> its reference kernel (short form);
+- first-turn examples, ten per task: the task's compact prompt -> its reference kernel (short form)
+  in a known share (`draft_correct_rate`, 0.3), else one of the task's first drafts: a structured
+  mutant (missing bound check, wrong index, missing ``__syncthreads``, wrong operator) that really
+  fails in the environment. A first draft is then correct at a known rate, and whether it is hinges
+  on a few branch tokens: first-attempt success has room to grow, and policy gradient moves it by
+  shifting those branches instead of breaking memorised tokens;
 - repair examples: each reference is mutated (wrong index, missing bound check, missing
   ``__syncthreads``, syntax slips, wrong operator; `leap_agents.mini.mutants`), every mutant is
   evaluated in the environment, and a mutant that really fails becomes
   ``prompt(task, mutant, its real feedback) -> reference``. Mutants that pass are dropped.
 
-The warm-up is deliberately short (200 SFT steps): it must leave a policy that solves
-some tasks at the first turn, fixes some with feedback and fails some, the regime where DCP and the
-rank reward matter. The checkpoint is cached under ``$LEAP_GYM_CACHE/mini/warmup-<hash>``.
+Each task's reference is judged first: a backend that fails it (e.g. NVRTC not found) cannot tell a
+bug from a fix, and the build stops with an error. The warm-up is short (200 SFT steps): it leaves a
+policy that solves some tasks at the first turn, fixes some with feedback and fails some, the regime
+where DCP and the rank reward matter. The checkpoint is cached under ``$LEAP_GYM_CACHE/mini/warmup-<hash>``.
 """
 
 from __future__ import annotations

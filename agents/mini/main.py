@@ -3,8 +3,8 @@
 Builds (first use) or loads (cached) the warm-up policy, judges it on the training and held-out
 tasks, trains it with LEAP (DCP + rank reward) for a few steps with real compilation and real
 kernel execution on the `cpu` backend, judges it again, and prints a summary table and writes a plot
-of pass@1 against wall-clock. ``leap-train`` with no arguments runs it (4.5 minutes on two cores from
-a cold cache, the warm-up's 2 minutes included).
+of pass@1 against wall-clock. ``leap-train`` with no arguments runs it (16 minutes on two shared cores
+from a cold cache, the warm-up's 9 included).
 """
 
 from __future__ import annotations

@@ -311,6 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "leap_vs_baselines.json").write_text(json.dumps(result, indent=1, default=str))
+    (out / "leap_vs_baselines.partial.json").unlink(missing_ok=True)
     plot(result["curves"], out / "leap_vs_baselines.png",
          f"LEAP-mini, {args.seeds} seed(s), {args.steps} steps x {args.tasks_per_step} tasks x G={args.group_size}")
     print_summary(result)

@@ -134,15 +134,25 @@ OPERATORS: list[MutationOp] = [
 ]
 
 
-def mutants(src: str, count: int, seed: int = 0) -> list[tuple[str, str]]:
+#: The structured bugs a programmer's first draft carries (the warm-up's buggy first drafts): they
+#: compile, and fail at run time or give a wrong output.
+DRAFT_OPERATORS = ("missing_bound_check", "wrong_index", "missing_sync", "off_by_one_bound", "wrong_operator")
+
+
+def mutants(src: str, count: int, seed: int = 0, only: tuple[str, ...] | None = None) -> list[tuple[str, str]]:
     """Up to `count` distinct mutants of `src` as ``(operator name, mutated source)``, seeded.
 
     Operators are cycled in a seeded order so each applicable kind of bug appears before any repeats.
+
+    Args:
+        only: operator names to draw from (e.g. `DRAFT_OPERATORS`); all when `None`.
     """
     rng = random.Random(seed)
     out: list[tuple[str, str]] = []
     seen = {src}
-    ops = list(OPERATORS)
+    ops = [op for op in OPERATORS if only is None or op.name in only]
+    if not ops:
+        raise ValueError(f"no mutation operator among {only}; choose from {[op.name for op in OPERATORS]}")
     rng.shuffle(ops)
     attempts = 0
     while len(out) < count and attempts < count * 8:

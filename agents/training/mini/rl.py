@@ -8,14 +8,16 @@ pure functions for everything that defines the arms: `rank_rewards`, `kevin_retu
 
 One step: every task of the step's batch gets a group of G trajectories; turn 1 for all; after each
 turn the arm decides who refines (single-turn: nobody; multi-turn: every unsolved trajectory; LEAP:
-`dcp_decide`); then rewards, group-relative advantages, and one policy-gradient update in which every
-turn of a trajectory is a sample conditioned on its history (a single clipped-PPO epoch, so the ratio
-is 1 and the clip never binds: REINFORCE with a group baseline, every sample's tokens averaged and
-the samples weighted equally).
+`dcp_decide`); then rewards, group-relative advantages, and a clipped-PPO update in which every turn
+of a trajectory is a sample conditioned on its history: `epochs` optimizer steps over the batch, each
+token's ratio to the sampling policy clipped to ``1 +- clip``, plus a KL penalty (`kl_coef`, the k3
+estimator) to the frozen start policy, which keeps the memorised kernels from collapsing; every
+sample's tokens averaged and the samples weighted equally (GRPO's normalisation).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import random
 import time
@@ -49,15 +51,20 @@ class ArmConfig:
     max_turns: int = field(default=3, metadata={"help": "turn budget (single-turn uses 1)"})
     gamma: float = field(default=0.4, metadata={"help": "Kevin's discount (multi-turn arm)"})
     easy_threshold: float = field(default=0.5, metadata={"help": "DCP: a group at this pass rate stops"})
-    lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate (3e-4 collapses the warm-up policy within a few steps)"})
+    lr: float = field(default=2e-4, metadata={"help": "AdamW learning rate (clipped ratios and the KL penalty keep it from collapsing the warm-up policy)"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature (1.0: the warm-up policy solves some tasks at once, fixes some, fails some)"})
     clip: float = field(default=0.2, metadata={"help": "PPO clip range"})
+    epochs: int = field(default=2, metadata={"help": "PPO inner epochs (optimizer steps) per batch"})
+    kl_coef: float = field(default=0.05, metadata={"help": "weight of the KL penalty to the start policy (0: none)"})
     micro_batch: int = field(default=8, metadata={"help": "samples per forward/backward"})
     seed: int = field(default=0, metadata={"help": "task order and sampling seed"})
 
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
             raise ValueError(f"arm must be one of {ARMS}, got {self.arm!r}")
+        if self.epochs < 1 or self.clip <= 0 or self.kl_coef < 0:
+            raise ValueError(f"need epochs >= 1, clip > 0 and kl_coef >= 0, got {self.epochs}, {self.clip}, "
+                             f"{self.kl_coef}")
 
 
 @dataclass
@@ -102,6 +109,7 @@ class StepStats:
     decisions: dict[str, int]
     rewards: dict[str, float]
     turn_counts: list[int]
+    update_stats: dict[str, float] = field(default_factory=dict)
 
     @property
     def wall_s(self) -> float:
@@ -194,30 +202,83 @@ def assign_advantages(groups: list[list[Traj]], cfg: ArmConfig) -> dict[str, flo
     return {"mean": sum(seen) / max(1, len(seen)), "nonzero": sum(1 for x in seen if x > 0) / max(1, len(seen))}
 
 
-def update(policy: MiniPolicy, optimizer: torch.optim.Optimizer, groups: list[list[Traj]], cfg: ArmConfig
-           ) -> tuple[int, int]:
-    """One clipped policy-gradient step over every turn with a nonzero advantage. Returns (samples, tokens)."""
+def ppo_kl_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None, adv: torch.Tensor,
+                mask: torch.Tensor, clip: float, kl_coef: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """The clipped-PPO objective with a KL penalty, summed over samples (each sample's tokens averaged).
+
+    Per token: ``-min(r * A, clip(r, 1 - clip, 1 + clip) * A) + kl_coef * k3``, with ``r = exp(logp -
+    old_logp)`` and ``k3 = exp(ref - logp) - (ref - logp) - 1`` (non-negative, zero where the policy
+    equals the reference, an unbiased estimate of KL(policy || reference) under the policy's samples).
+
+    Args:
+        logp, old_logp, ref_logp: ``(batch, tokens)`` log-probabilities of the sampled tokens under the
+            policy being trained (with grad), the sampling policy, and the reference (`None`: no KL).
+        adv: ``(batch,)`` advantages.
+        mask: ``(batch, tokens)``, 1 on real tokens.
+
+    Returns:
+        The loss (a sum over samples: divide by the batch's sample count) and statistics (the share
+        of tokens whose ratio was clipped, the mean k3).
+    """
+    adv = adv.unsqueeze(1)
+    ratio = torch.exp(logp - old_logp)
+    clipped = torch.clamp(ratio, 1 - clip, 1 + clip)
+    per_token = -torch.minimum(ratio * adv, clipped * adv)
+    kl = torch.zeros_like(logp)
+    if ref_logp is not None:
+        delta = ref_logp - logp
+        kl = torch.exp(delta) - delta - 1
+        per_token = per_token + kl_coef * kl
+    per_sample = (per_token * mask).sum(1) / mask.sum(1).clamp(min=1)
+    n_tok = mask.sum().clamp(min=1)
+    with torch.no_grad():
+        binds = ((ratio * adv) > (clipped * adv)).float()
+        stats = {"clipped": float((binds * mask).sum() / n_tok), "kl": float((kl * mask).sum() / n_tok)}
+    return per_sample.sum(), stats
+
+
+@torch.no_grad()
+def _logprobs(model_policy: MiniPolicy, samples: list[TurnRecord], micro_batch: int) -> list[torch.Tensor]:
+    out = []
+    for start in range(0, len(samples), micro_batch):
+        chunk = samples[start:start + micro_batch]
+        logp, _ = model_policy.token_logprobs([s.prompt_ids for s in chunk], [s.response_ids for s in chunk])
+        out.append(logp)
+    return out
+
+
+def update(policy: MiniPolicy, optimizer: torch.optim.Optimizer, groups: list[list[Traj]], cfg: ArmConfig,
+           reference: MiniPolicy | None = None) -> tuple[int, int, dict[str, float]]:
+    """`cfg.epochs` clipped-PPO steps over every turn with a nonzero advantage, KL to `reference`.
+
+    The sampling policy's log-probabilities are taken once, before the first step, so from the second
+    epoch on the ratio moves and the clip binds. Returns (samples, tokens, statistics of the last epoch).
+    """
     samples = [rec for group in groups for t in group for rec in t.turns if abs(rec.advantage) > 1e-8
                and rec.response_ids]
     if not samples:
-        return 0, 0
+        return 0, 0, {}
     total_tokens = sum(len(s.response_ids) for s in samples)
-    policy.model.train()
-    optimizer.zero_grad()
-    for start in range(0, len(samples), cfg.micro_batch):
-        chunk = samples[start:start + cfg.micro_batch]
-        logp, mask = policy.token_logprobs([s.prompt_ids for s in chunk], [s.response_ids for s in chunk])
-        adv = torch.tensor([s.advantage for s in chunk]).unsqueeze(1)
-        ratio = torch.exp(logp - logp.detach())
-        obj = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - cfg.clip, 1 + cfg.clip) * adv)
-        # Each sample's mean over its tokens, then the mean over samples (GRPO's normalisation): with a
-        # sum over all tokens, long failed responses (truncated rambling) outweigh short correct ones.
-        loss = -((obj * mask).sum(1) / mask.sum(1)).sum() / len(samples)
-        loss.backward()
-    torch.nn.utils.clip_grad_norm_(policy.model.parameters(), 1.0)
-    optimizer.step()
-    policy.model.eval()
-    return len(samples), total_tokens
+    policy.model.eval()  # no dropout in the mini model; eval keeps old and new log-probs comparable
+    old = _logprobs(policy, samples, cfg.micro_batch)
+    ref = _logprobs(reference, samples, cfg.micro_batch) if reference is not None and cfg.kl_coef > 0 else None
+    stats: dict[str, float] = {}
+    for _ in range(cfg.epochs):
+        optimizer.zero_grad()
+        clipped = kl = 0.0
+        for k, start in enumerate(range(0, len(samples), cfg.micro_batch)):
+            chunk = samples[start:start + cfg.micro_batch]
+            logp, mask = policy.token_logprobs([s.prompt_ids for s in chunk], [s.response_ids for s in chunk])
+            adv = torch.tensor([s.advantage for s in chunk])
+            loss, st = ppo_kl_loss(logp, old[k], ref[k] if ref is not None else None, adv, mask, cfg.clip,
+                                   cfg.kl_coef)
+            (loss / len(samples)).backward()
+            clipped += st["clipped"] * len(chunk) / len(samples)
+            kl += st["kl"] * len(chunk) / len(samples)
+        torch.nn.utils.clip_grad_norm_(policy.model.parameters(), 1.0)
+        optimizer.step()
+        stats = {"clipped": clipped, "kl": kl}
+    return len(samples), total_tokens, stats
 
 
 def batches(train: list[Task], per_step: int, seed: int):
@@ -239,6 +300,11 @@ def train_arm(policy: MiniPolicy, train: list[Task], cfg: ArmConfig, judge: Judg
     `on_step(stats, groups)` is called after each step (``leap_agents.training.run_record.mini_step_hook`` logs it)."""
     torch.manual_seed(cfg.seed)
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.99))
+    reference = None
+    if cfg.kl_coef > 0:  # the frozen start policy the KL penalty pulls towards
+        reference = MiniPolicy(copy.deepcopy(policy.model).eval(), policy.tokenizer, policy.max_new_tokens)
+        for p in reference.model.parameters():
+            p.requires_grad_(False)
     tracker = DifficultyTracker()
     stream = batches(train, cfg.tasks_per_step, cfg.seed)
     history: list[StepStats] = []
@@ -248,7 +314,7 @@ def train_arm(policy: MiniPolicy, train: list[Task], cfg: ArmConfig, judge: Judg
         groups, costs = rollout(policy, tasks, cfg, judge, tracker, seed=cfg.seed * 100_003 + step)
         rewards = assign_advantages(groups, cfg)
         t0 = time.perf_counter()
-        n_samples, n_tokens = update(policy, optimizer, groups, cfg)
+        n_samples, n_tokens, upd = update(policy, optimizer, groups, cfg, reference)
         update_s = time.perf_counter() - t0
         trajs = [t for g in groups for t in g]
         max_turns = 1 if cfg.arm == "single_turn" else cfg.max_turns
@@ -258,11 +324,13 @@ def train_arm(policy: MiniPolicy, train: list[Task], cfg: ArmConfig, judge: Judg
         stats = StepStats(step=step, pass_at_1=by_turn[0], pass_by_turn=by_turn, generation_s=costs["generation_s"],
                           evaluation_s=costs["evaluation_s"], update_s=update_s, responses=costs["responses"],
                           evaluations=costs["evaluations"], cache_hits=judge.hits - hits_before, samples=n_samples,
-                          tokens=n_tokens, decisions=costs["decisions"], rewards=rewards, turn_counts=turn_counts)
+                          tokens=n_tokens, decisions=costs["decisions"], rewards=rewards, turn_counts=turn_counts,
+                          update_stats=upd)
         history.append(stats)
-        log.info("[%s seed %d] step %d: pass@1 %.2f by turn %s, gen %.1fs eval %.1fs update %.1fs, turns %s, %s",
+        log.info("[%s seed %d] step %d: pass@1 %.2f by turn %s, gen %.1fs eval %.1fs update %.1fs, turns %s, %s, %s",
                  cfg.arm, cfg.seed, step, stats.pass_at_1, [round(x, 2) for x in by_turn], stats.generation_s,
-                 stats.evaluation_s, update_s, turn_counts, costs["decisions"])
+                 stats.evaluation_s, update_s, turn_counts, costs["decisions"],
+                 {k: round(v, 4) for k, v in upd.items()})
         if on_step is not None:
             on_step(stats, groups)
     return history

@@ -2,15 +2,21 @@
 
 Data, from the training split only:
 
-- first-turn examples: the task's compact prompt -> its reference kernel (short form);
+- first-turn examples, ten per task: the task's compact prompt -> its reference kernel (short form)
+  in a known share (`draft_correct_rate`, 0.3), else one of the task's first drafts: a structured
+  mutant (missing bound check, wrong index, missing ``__syncthreads``, wrong operator) that really
+  fails in the environment. A first draft is then correct at a known rate, and whether it is hinges
+  on a few branch tokens: first-attempt success has room to grow, and policy gradient moves it by
+  shifting those branches instead of breaking memorised tokens;
 - repair examples: each reference is mutated (wrong index, missing bound check, missing
   ``__syncthreads``, syntax slips, wrong operator; `leap_agents.training.mini.mutants`), every mutant is
   evaluated in the environment, and a mutant that really fails becomes
   ``prompt(task, mutant, its real feedback) -> reference``. Mutants that pass are dropped.
 
-The warm-up is deliberately short (200 SFT steps): it must leave a policy that solves
-some tasks at the first turn, fixes some with feedback and fails some, the regime where DCP and the
-rank reward matter. The checkpoint is cached under ``$LEAP_GYM_CACHE/mini/warmup-<hash>``.
+Each task's reference is judged first: a backend that fails it (e.g. NVRTC not found) cannot tell a
+bug from a fix, and the build stops with an error. The warm-up is short (200 SFT steps): it leaves a
+policy that solves some tasks at the first turn, fixes some with feedback and fails some, the regime
+where DCP and the rank reward matter. The checkpoint is cached under ``$LEAP_GYM_CACHE/mini/warmup-<hash>``.
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import random
 import time
 from collections.abc import Callable
@@ -32,7 +37,7 @@ from leap_agents.training.mini.data import (EOS, Split, as_response, check_split
                                    render_prompt, task_header)
 from leap_agents.training.mini.model import MiniModelConfig, build_model, load_policy, save_policy, train_tokenizer, wrap_tokenizer
 from leap_agents.training.mini.judge import Judge
-from leap_agents.training.mini.mutants import mutants
+from leap_agents.training.mini.mutants import DRAFT_OPERATORS, mutants
 from leap_agents.training.mini.policy import MiniPolicy
 from leap_gym.result import CORRECT, EvalResult
 from leap_gym.tasks import Task
@@ -52,8 +57,10 @@ class WarmupConfig:
     vocab_size: int = field(default=1536, metadata={"help": "BPE vocabulary size (the corpus may give fewer)"})
     model: MiniModelConfig = field(default_factory=MiniModelConfig)
     mutants_per_task: int = field(default=6, metadata={"help": "mutants evaluated per reference kernel"})
-    first_turn_weight: int = field(default=3, metadata={"help": "copies of each first-turn example"})
-    sft_steps: int = field(default=200, metadata={"help": "SFT optimizer steps (200: about 0.24 first-turn pass@1 on the training tasks, 0.5 within four turns)"})
+    first_turn_weight: int = field(default=10, metadata={"help": "first-turn examples per task (drafts included)"})
+    draft_correct_rate: float = field(default=0.3, metadata={"help": "share of a task's first-turn examples whose target is the reference; the rest are its draft mutants (1.0: references only)"})
+    draft_mutants: int = field(default=3, metadata={"help": "structured mutants per task used as buggy first drafts"})
+    sft_steps: int = field(default=200, metadata={"help": "SFT optimizer steps"})
     batch_size: int = field(default=16, metadata={"help": "SFT examples per step"})
     lr: float = field(default=3e-3, metadata={"help": "SFT peak learning rate (cosine decay)"})
     seed: int = field(default=0, metadata={"help": "model init and data order seed"})
@@ -66,7 +73,8 @@ class WarmupConfig:
 
 @dataclass
 class WarmupExample:
-    """One SFT pair. `kind` is ``"first_turn"`` or ``"repair"``; repairs keep the mutant's real feedback."""
+    """One SFT pair. `kind`: ``"first_turn"`` (the reference), ``"first_draft"`` (a buggy first draft) or
+    ``"repair"``; drafts and repairs keep the mutant's operator and real status."""
 
     task_id: str
     kind: str
@@ -102,25 +110,44 @@ def tokenizer_corpus(tasks: list[Task], split: Split) -> list[str]:
 
 
 def build_examples(tasks: list[Task], split: Split, eval_fn: EvalFn, mutants_per_task: int = 8,
-                   first_turn_weight: int = 3, seed: int = 0) -> tuple[list[WarmupExample], dict[str, Any]]:
+                   first_turn_weight: int = 3, seed: int = 0, draft_correct_rate: float = 1.0,
+                   draft_mutants: int = 0) -> tuple[list[WarmupExample], dict[str, Any]]:
     """First-turn and repair examples of the training split; mutants judged by `eval_fn`.
 
+    Each task gets `first_turn_weight` first-turn examples: ``round(first_turn_weight *
+    draft_correct_rate)`` target the reference, the rest cycle over up to `draft_mutants` structured
+    mutants (`DRAFT_OPERATORS`) that really fail, so a first draft is correct at a known rate and
+    buggy otherwise. Every failing mutant (drafts included) also becomes a repair example
+    ``prompt(task, its real feedback) -> reference``.
+
     Returns:
-        The examples and statistics (mutants evaluated, kept, statuses, seconds).
+        The examples and statistics (mutants evaluated, kept, statuses, drafts, seconds).
     """
+    if not 0.0 <= draft_correct_rate <= 1.0:
+        raise ValueError(f"draft_correct_rate is a share in [0, 1], got {draft_correct_rate}")
     by_id = {t.id: t for t in tasks}
     examples: list[WarmupExample] = []
-    stats: dict[str, Any] = {"mutants": 0, "kept": 0, "passed": 0, "statuses": {}, "by_op": {}}
+    stats: dict[str, Any] = {"mutants": 0, "kept": 0, "passed": 0, "statuses": {}, "by_op": {}, "drafts": {},
+                             "draft_ops": {}}
     start = time.perf_counter()
     for n, task_id in enumerate(split.train):
         task = by_id[task_id]
         refs = [reference_cuda(task, k) for k in range(len(task.reference_solutions))]
-        for ref in refs:
-            for _ in range(first_turn_weight):
-                examples.append(WarmupExample(task_id, "first_turn", render_prompt(task), as_response(ref)))
-        muts = mutants(refs[0], mutants_per_task, seed=seed * 1000 + n)
-        results = eval_fn([(task, as_response(m)) for _, m in muts])
-        for (op, mutated), result in zip(muts, results):
+        candidates = mutants(refs[0], mutants_per_task, seed=seed * 1000 + n)
+        if draft_mutants > 0 and draft_correct_rate < 1.0:
+            candidates = mutants(refs[0], 2 * draft_mutants, seed=seed * 1000 + n, only=DRAFT_OPERATORS) + [
+                m for m in candidates if m[0] not in DRAFT_OPERATORS]
+        ref_result, *results = eval_fn([(task, as_response(refs[0]))] + [(task, as_response(m)) for _, m in candidates])
+        for retry in range(2):  # a cold compile on a loaded machine can time out; judged again (text outside
+            if ref_result.status in (CORRECT, "COMPILED"):  # the block is ignored, and skips a judge's memo)
+                break
+            ref_result = eval_fn([(task, as_response(refs[0]) + f"\nretry {retry + 1}")])[0]
+        if ref_result.status not in (CORRECT, "COMPILED"):
+            raise RuntimeError(f"the reference of {task_id} is judged {ref_result.status} ({ref_result.message[:300]}): "
+                               "the backend cannot tell a bug from a fix, so no warm-up data is built; fix the "
+                               "backend (e.g. NVRTC not found: install nvidia-cuda-nvrtc) or pass backend='compile-only'")
+        failing: list[tuple[str, str, EvalResult]] = []
+        for (op, mutated), result in zip(candidates, results):
             stats["mutants"] += 1
             stats["statuses"][result.status] = stats["statuses"].get(result.status, 0) + 1
             if result.status == CORRECT or result.status == "COMPILED":
@@ -128,8 +155,22 @@ def build_examples(tasks: list[Task], split: Split, eval_fn: EvalFn, mutants_per
                 continue
             stats["kept"] += 1
             stats["by_op"][op] = stats["by_op"].get(op, 0) + 1
+            failing.append((op, mutated, result))
             prompt = render_prompt(task, as_response(mutated), result)
             examples.append(WarmupExample(task_id, "repair", prompt, as_response(refs[0]), op, result.status))
+        drafts = [f for f in failing if f[0] in DRAFT_OPERATORS][:draft_mutants] if draft_correct_rate < 1.0 else []
+        if draft_correct_rate < 1.0 and len(drafts) < draft_mutants:  # too few structured bugs: any real failure
+            drafts += [f for f in failing if f not in drafts][: draft_mutants - len(drafts)]
+        n_correct = first_turn_weight if not drafts else round(first_turn_weight * draft_correct_rate)
+        stats["drafts"][task_id] = len(drafts)
+        prompt = render_prompt(task)
+        for k in range(first_turn_weight):
+            if k < n_correct:
+                examples.append(WarmupExample(task_id, "first_turn", prompt, as_response(refs[k % len(refs)])))
+            else:
+                op, mutated, result = drafts[(k - n_correct) % len(drafts)]
+                stats["draft_ops"][op] = stats["draft_ops"].get(op, 0) + 1
+                examples.append(WarmupExample(task_id, "first_draft", prompt, as_response(mutated), op, result.status))
     stats["seconds"] = time.perf_counter() - start
     return examples, stats
 
@@ -195,23 +236,19 @@ def warmup_policy(config: WarmupConfig | None = None, cache: Path | None = None,
     t0 = time.perf_counter()
     with Judge(backend) as judge:
         examples, stats = build_examples(tasks, split, judge, config.mutants_per_task, config.first_turn_weight,
-                                         config.seed)
+                                         config.seed, config.draft_correct_rate, config.draft_mutants)
     check_split(split, [e.prompt + e.response for e in examples], {t.id: t for t in tasks})
     tokenizer = wrap_tokenizer(train_tokenizer(tokenizer_corpus(tasks, split), config.vocab_size))
     model = build_model(len(tokenizer), config.model, seed=config.seed, pad_token_id=tokenizer.pad_token_id,
                         eos_token_id=tokenizer.convert_tokens_to_ids(EOS))
     policy = MiniPolicy(model, tokenizer, config.max_new_tokens)
     t1 = time.perf_counter()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(os.cpu_count() or 1)  # nothing else runs during SFT
-    try:
-        losses = sft(policy, examples, config.sft_steps, config.batch_size, config.lr, config.seed)
-    finally:
-        torch.set_num_threads(threads)
+    # SFT runs on the caller's torch thread count: on a shared 2-core machine two threads spin against
+    # each other and other load (one SFT run took 5 min for under 50 steps), one thread does not.
+    losses = sft(policy, examples, config.sft_steps, config.batch_size, config.lr, config.seed)
     t2 = time.perf_counter()
     meta = {"config": asdict(config), "split": split.to_dict(), "backend": backend, "data": stats,
-            "examples": {"first_turn": sum(e.kind == "first_turn" for e in examples),
-                         "repair": sum(e.kind == "repair" for e in examples)},
+            "examples": {kind: sum(e.kind == kind for e in examples) for kind in ("first_turn", "first_draft", "repair")},
             "sft_losses": losses[:: max(1, len(losses) // 50)], "final_loss": losses[-1] if losses else None,
             "seconds": {"data": t1 - t0, "sft": t2 - t1},
             "parameters": sum(p.numel() for p in model.parameters())}

@@ -28,8 +28,10 @@ LEAP_TASK = dict(
     level=1,
     tags=['elementwise', 'activation'],
     dtype="float32",
-    atol=1e-05,
-    rtol=1e-05,
+    # torch's own float32 tanh on a CPU has been measured 9e-5 away from the correctly rounded value
+    # (CI saw 30% of a reference's values outside 1e-5 of tanhf's): the bar covers the reference's error
+    atol=1e-04,
+    rtol=1e-04,
     target_speedup=1.0,
     sizes={"cpu": {"BATCH": 16, "DIM": 300}, "gpu": {"BATCH": 4096, "DIM": 4096}},
     wrapper_signature='extern "C" __global__ void tanh_kernel(const float* x, float* y, int n)',

@@ -131,6 +131,28 @@ def test_kl_penalty_keeps_the_policy_nearer_its_start(tiny_policy):
     assert drift[2.0] < 0.8 * drift[0.0]
 
 
+def test_update_scores_the_distribution_the_samples_came_from(tiny_policy):
+    """At a sampling temperature T, the update's log-probabilities are those of the sampling
+    distribution, checked against the per-token log-probabilities that transformers' own sampler reports."""
+    policy, relu = tiny_policy
+    prompt = policy.encode(render_prompt(relu))
+    torch.manual_seed(0)
+    out = policy.model.generate(input_ids=torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt),
+                                dtype=torch.long), max_new_tokens=12, do_sample=True,
+                                temperature=0.5, top_k=0, top_p=1.0, output_scores=True,
+                                return_dict_in_generate=True, pad_token_id=policy.pad_id)
+    response = out.sequences[0, len(prompt):].tolist()
+    if policy.eos_id in response:
+        response = response[: response.index(policy.eos_id) + 1]
+    sampler = policy.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)[0]
+    sampler = sampler[: len(response)]
+    at_t, mask = policy.token_logprobs([prompt], [response], temperature=0.5)
+    assert mask.sum() == len(response)
+    assert torch.allclose(at_t[0], sampler, atol=1e-4)
+    at_one, _ = policy.token_logprobs([prompt], [response])
+    assert not torch.allclose(at_one[0], sampler, atol=1e-2)
+
+
 def test_first_drafts_are_buggy_at_the_configured_rate():
     """Real evaluation on the cpu backend: 3 of 10 first-turn targets are the reference, 7 are
     structured mutants that really fail, and every draft also has a repair example -> the reference."""

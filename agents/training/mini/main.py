@@ -56,12 +56,12 @@ def mini_main(argv: list[str] | None = None) -> int:
     cfg = ArmConfig(arm="leap", steps=args.steps, tasks_per_step=args.tasks_per_step, group_size=args.group_size,
                     max_turns=args.max_turns)
     with Judge(backend) as judge:
-        before = {"train": evaluate_policy(policy, train, judge, args.eval_samples, args.max_turns),
-                  "held_out": evaluate_policy(policy, held, judge, args.eval_samples, args.max_turns)}
+        before = {"train": evaluate_policy(policy, train, judge, args.eval_samples, args.max_turns, cfg.temperature),
+                  "held_out": evaluate_policy(policy, held, judge, args.eval_samples, args.max_turns, cfg.temperature)}
         with RunRecorder(args.out, "LEAP", cfg.arm, "leap-mini", cfg.max_turns, cfg.group_size, vars(cfg)) as rec:
             history = train_arm(policy, train, cfg, judge, on_step=mini_step_hook(rec, cfg.arm, cfg.gamma))
-        after = {"train": evaluate_policy(policy, train, judge, args.eval_samples, args.max_turns),
-                 "held_out": evaluate_policy(policy, held, judge, args.eval_samples, args.max_turns)}
+        after = {"train": evaluate_policy(policy, train, judge, args.eval_samples, args.max_turns, cfg.temperature),
+                 "held_out": evaluate_policy(policy, held, judge, args.eval_samples, args.max_turns, cfg.temperature)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"warmup": meta, "warmup_seconds": warm_s, "before": before, "after": after,

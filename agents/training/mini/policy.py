@@ -76,9 +76,11 @@ class MiniPolicy:
                 out.append(Sample(text=text, prompt_ids=x, response_ids=resp, finished=finished))
         return out
 
-    def token_logprobs(self, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]]
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probabilities of each response token given its prompt (right padded), with grad.
+    def token_logprobs(self, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]],
+                       temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities of each response token given its prompt (right padded), with grad, under the
+        distribution sampled at `temperature` (the policy-gradient update must score the distribution the
+        samples came from).
 
         Returns:
             ``(logprobs, mask)``, both ``(batch, max response length)``; mask is 1 on real tokens.
@@ -91,6 +93,8 @@ class MiniPolicy:
             input_ids[row, : len(s)] = torch.tensor(s)
             attn[row, : len(s)] = 1
         logits = self.model(input_ids=input_ids, attention_mask=attn, use_cache=False).logits[:, :-1].float()
+        if temperature > 0 and temperature != 1.0:
+            logits = logits / temperature
         logp_all = torch.log_softmax(logits, dim=-1)
         targets = input_ids[:, 1:]
         tok_logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)

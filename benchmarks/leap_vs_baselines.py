@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 from leap_agents.training.mini.judge import Judge
-from leap_agents.training.mini.rl import ARMS, ArmConfig, evaluate_policy, stats_dict, train_arm
+from leap_agents.training.mini.rl import ARMS, ArmConfig, ReferenceProbe, evaluate_policy, stats_dict, train_arm
 from leap_agents.training.mini.warmup import WarmupConfig, pick_backend, warmup_policy
 from leap_agents.training.run_record import mini_step_hook
 from leap_gym.report import RunRecorder, write_report
@@ -55,13 +55,26 @@ def smoothed(values: list[float], window: int) -> list[float]:
 
 
 def arm_curve(runs: list[dict], window: int) -> dict[str, list[float]]:
-    """Per step: mean cumulative wall-clock, mean and spread of smoothed pass@1 over the arm's seeds."""
+    """Per step: mean cumulative wall-clock, mean and spread of smoothed rollout pass@1 over the arm's seeds."""
     steps = min(len(r["history"]) for r in runs)
-    times, means, lo, hi = [], [], [], []
     per_seed = [smoothed([h["pass_at_1"] for h in r["history"]], window) for r in runs]
     clocks = [[sum(h["wall_s"] for h in r["history"][: i + 1]) for i in range(steps)] for r in runs]
+    return _mean_curve(clocks, per_seed, steps)
+
+
+def reference_curve(runs: list[dict], start: float) -> dict[str, list[float]]:
+    """The race's curve, from wall-clock 0: mean and spread over seeds of the probability that a first-turn
+    sample is the reference solution (every training task, after each step's update; no sampling noise)."""
+    steps = min(len(r["history"]) for r in runs)
+    per_seed = [[start] + [h["reference_p"] for h in r["history"]] for r in runs]
+    clocks = [[0.0] + [sum(h["wall_s"] for h in r["history"][: i + 1]) for i in range(steps)] for r in runs]
+    return _mean_curve(clocks, per_seed, steps + 1)
+
+
+def _mean_curve(clocks: list[list[float]], values: list[list[float]], steps: int) -> dict[str, list[float]]:
+    times, means, lo, hi = [], [], [], []
     for i in range(steps):
-        vals = [p[i] for p in per_seed]
+        vals = [v[i] for v in values]
         m = statistics.fmean(vals)
         sd = statistics.pstdev(vals) if len(vals) > 1 else 0.0
         times.append(statistics.fmean(c[i] for c in clocks))
@@ -72,7 +85,7 @@ def arm_curve(runs: list[dict], window: int) -> dict[str, list[float]]:
 
 
 def time_to_reach(curve: dict[str, list[float]], target: float) -> float | None:
-    """Wall-clock of the first step whose smoothed mean pass@1 is at least `target`."""
+    """Wall-clock of the first point of `curve` at or above `target`."""
     for t, p in zip(curve["wall_s"], curve["pass_at_1"]):
         if p >= target - 1e-9:
             return t
@@ -91,7 +104,7 @@ def plot(curves: dict[str, dict[str, list[float]]], path: Path, title: str) -> N
         ax.plot(minutes, c["pass_at_1"], marker="o", label=arm)
         ax.fill_between(minutes, c["low"], c["high"], alpha=0.2)
     ax.set_xlabel("training wall-clock (min): generation + evaluation + update")
-    ax.set_ylabel("pass@1 (training rollouts, smoothed)")
+    ax.set_ylabel("P(first-turn sample = reference), training tasks")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
@@ -138,6 +151,7 @@ def run(args: argparse.Namespace) -> dict:
 
     with Judge(backend, workers=args.workers) as judge:
         initial = judge_policy(judge, 12345)
+    initial["reference_p"] = ReferenceProbe(policy, train, args.temperature)()
     log.info("start policy: train pass@1 %.3f by turn %s; held-out %.3f by turn %s (%d samples per task)",
              initial["train"]["pass_at_1"], initial["train"]["pass_by_turn"], initial["held_out"]["pass_at_1"],
              initial["held_out"]["pass_by_turn"], args.eval_samples)
@@ -169,25 +183,27 @@ def run(args: argparse.Namespace) -> dict:
             log.info("%s seed %d done: train pass@1 %.3f -> %.3f, held-out %.3f, wall %.0f s, load %.1f/%.1f", arm,
                      seed, initial["train"]["pass_at_1"], final["train"]["pass_at_1"],
                      final["held_out"]["pass_at_1"], sum(s.wall_s for s in history), load_before, load_after)
-    curves = {arm: arm_curve(rs, args.window) for arm, rs in runs.items() if rs}
-    summary = summarize(runs, curves, initial, args.window)
+    curves = {arm: reference_curve(rs, initial["reference_p"]) for arm, rs in runs.items() if rs}
+    rollout_curves = {arm: arm_curve(rs, args.window) for arm, rs in runs.items() if rs}
+    summary = summarize(runs, curves, rollout_curves, initial)
     return {"args": vars(args), "backend": backend, "split": split.to_dict(), "warmup": warm_meta,
-            "warmup_seconds": warm_s, "initial": initial, "runs": runs, "curves": curves, "summary": summary}
+            "warmup_seconds": warm_s, "initial": initial, "runs": runs, "curves": curves,
+            "rollout_curves": rollout_curves, "summary": summary}
 
 
-def seed_speedup(base_run: dict, leap_run: dict, window: int) -> dict:
-    """One seed's race: wall-clock each arm needs for its smoothed rollout pass@1 to reach the
-    multi-turn run's final smoothed value."""
-    base = arm_curve([base_run], window)
-    leap = arm_curve([leap_run], window)
+def seed_speedup(base_run: dict, leap_run: dict, start: float) -> dict:
+    """One seed's race: wall-clock each arm needs to reach the multi-turn run's final reference probability."""
+    base = reference_curve([base_run], start)
+    leap = reference_curve([leap_run], start)
     target = base["pass_at_1"][-1]
     t_base, t_leap = time_to_reach(base, target), time_to_reach(leap, target)
-    return {"seed": base_run["seed"], "target_pass_at_1": target, "multi_turn_s": t_base, "leap_s": t_leap,
+    return {"seed": base_run["seed"], "target_reference_p": target, "multi_turn_s": t_base, "leap_s": t_leap,
             "speedup": (t_base / t_leap) if (t_base and t_leap) else None}
 
 
-def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[float]]], initial: dict,
-              window: int = 3) -> dict:
+def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[float]]],
+              rollout_curves: dict[str, dict[str, list[float]]], initial: dict) -> dict:
+    """`curves`: the race's reference-probability curves; `rollout_curves`: smoothed rollout pass@1."""
     out: dict = {"arms": {}}
     for arm, rs in runs.items():
         if not rs:
@@ -205,8 +221,10 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
                     decisions[k] = decisions.get(k, 0) + v
         mean_by_turn = lambda part: [statistics.fmean(x) for x in zip(*[r["final"][part]["pass_by_turn"] for r in rs])]
         out["arms"][arm] = {
-            "first_pass_at_1_smoothed": curves[arm]["pass_at_1"][0],
-            "final_pass_at_1_smoothed": curves[arm]["pass_at_1"][-1],
+            "first_pass_at_1_smoothed": rollout_curves[arm]["pass_at_1"][0],
+            "final_pass_at_1_smoothed": rollout_curves[arm]["pass_at_1"][-1],
+            "reference_p_before": curves[arm]["pass_at_1"][0], "reference_p_after": curves[arm]["pass_at_1"][-1],
+            "reference_p_after_per_seed": [r["history"][-1]["reference_p"] for r in rs],
             "train_pass_at_1_before": initial["train"]["pass_at_1"],
             "train_pass_at_1_after": statistics.fmean(train), "train_pass_at_1_after_per_seed": train,
             "train_spread": statistics.pstdev(train) if len(train) > 1 else 0.0,
@@ -228,11 +246,11 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
         target = curves["multi_turn"]["pass_at_1"][-1]
         t_base = time_to_reach(curves["multi_turn"], target)
         t_leap = time_to_reach(curves["leap"], target)
-        out["target_pass_at_1"] = target
+        out["target_reference_p"] = target
         out["multi_turn_time_to_target_s"] = t_base
         out["leap_time_to_target_s"] = t_leap
         out["speedup_leap_vs_multi_turn"] = (t_base / t_leap) if (t_base and t_leap) else None
-        per_seed = [seed_speedup(b, l, window) for b, l in zip(sorted(runs["multi_turn"], key=lambda r: r["seed"]),
+        per_seed = [seed_speedup(b, l, initial["reference_p"]) for b, l in zip(sorted(runs["multi_turn"], key=lambda r: r["seed"]),
                                                                  sorted(runs["leap"], key=lambda r: r["seed"]))]
         out["speedup_per_seed"] = per_seed
         # Did the baseline learn? Judged on every training task, eval samples per task, before and after.
@@ -269,14 +287,18 @@ def print_summary(result: dict) -> None:
               f"{a['train_pass_at_1_before']:>14.3f} -> {a['train_pass_at_1_after']:.3f} ({a['train_spread']:.3f}) "
               f"{by_turn:>22} {a['self_correction_after']:>9.2f} {a['held_out_pass_at_1']:>9.2f} {a['wall_s']:>7.0f} "
               f"{w['generation_s']:>6.0f} {w['evaluation_s']:>7.0f} {w['update_s']:>6.0f} {a['turns']:>6.0f}")
-    if "target_pass_at_1" in s:
+    print(f"{'arm':<12} P(first-turn sample = reference), training tasks: before -> after (per seed)")
+    for arm, a in s["arms"].items():
+        print(f"{arm:<12} {a['reference_p_before']:.3f} -> {a['reference_p_after']:.3f} "
+              f"({' '.join(f'{x:.3f}' for x in a['reference_p_after_per_seed'])})")
+    if "target_reference_p" in s:
         ratio = s["speedup_leap_vs_multi_turn"]
-        print(f"target (multi-turn's final smoothed rollout pass@1, mean over seeds): {s['target_pass_at_1']:.3f}; "
+        print(f"target (multi-turn's final reference probability, mean over seeds): {s['target_reference_p']:.3f}; "
               f"multi-turn reaches it at {s['multi_turn_time_to_target_s'] or float('nan'):.0f} s, LEAP at "
               + (f"{s['leap_time_to_target_s']:.0f} s" if s["leap_time_to_target_s"] else "never (within its steps)"))
-        print("wall-clock ratio multi-turn / LEAP to that pass@1: " + (f"{ratio:.2f}x" if ratio else "n/a"))
+        print("wall-clock ratio multi-turn / LEAP to that target: " + (f"{ratio:.2f}x" if ratio else "n/a"))
         print("per seed: " + "; ".join(
-            f"seed {p['seed']} target {p['target_pass_at_1']:.2f}: "
+            f"seed {p['seed']} target {p['target_reference_p']:.3f}: "
             + (f"{p['speedup']:.2f}x ({p['multi_turn_s']:.0f} s vs {p['leap_s']:.0f} s)" if p["speedup"]
                else "LEAP never reached it") for p in s["speedup_per_seed"]))
         before, after = s["multi_turn_before_after"]
@@ -290,18 +312,18 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="a few-minute version: 1 seed, 2 steps, small batches")
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--steps", type=int, default=20)
     p.add_argument("--tasks-per-step", type=int, default=6)
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--max-turns", type=int, default=4)
-    p.add_argument("--lr", type=float, default=2e-4)
+    p.add_argument("--lr", type=float, default=ArmConfig().lr)
     p.add_argument("--epochs", type=int, default=ArmConfig().epochs, help="PPO inner epochs per batch")
     p.add_argument("--kl-coef", type=float, default=ArmConfig().kl_coef, help="KL penalty to the start policy")
     p.add_argument("--easy-threshold", type=float, default=ArmConfig().easy_threshold, help="DCP's easy group pass rate")
     p.add_argument("--temperature", type=float, default=ArmConfig().temperature,
                    help="sampling temperature (training and evaluation)")
     p.add_argument("--sft-steps", type=int, default=WarmupConfig().sft_steps)
-    p.add_argument("--eval-samples", type=int, default=2,
+    p.add_argument("--eval-samples", type=int, default=8,
                    help="samples per task (training and held-out) judged before and after, full refinement")
     p.add_argument("--window", type=int, default=3, help="steps in the pass@1 smoothing window")
     p.add_argument("--workers", type=int, default=2)

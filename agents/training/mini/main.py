@@ -20,7 +20,7 @@ import torch
 
 from leap_agents.training.mini.data import mini_tasks
 from leap_agents.training.mini.judge import Judge
-from leap_agents.training.mini.rl import ArmConfig, evaluate_policy, stats_dict, train_arm
+from leap_agents.training.mini.rl import ArmConfig, ReferenceProbe, evaluate_policy, stats_dict, train_arm
 from leap_agents.training.mini.warmup import WarmupConfig, pick_backend, warmup_policy
 from leap_agents.training.run_record import mini_step_hook
 from leap_gym.report import RunRecorder, write_report
@@ -35,7 +35,7 @@ def _row(name: str, ev: dict) -> str:
 
 def mini_main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="leap-train (mini)", description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--steps", type=int, default=16)
     p.add_argument("--tasks-per-step", type=int, default=6)
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--max-turns", type=int, default=4)
@@ -56,6 +56,7 @@ def mini_main(argv: list[str] | None = None) -> int:
     cfg = ArmConfig(arm="leap", steps=args.steps, tasks_per_step=args.tasks_per_step, group_size=args.group_size,
                     max_turns=args.max_turns)
     with Judge(backend) as judge:
+        reference_p = ReferenceProbe(policy, train, cfg.temperature)()
         before = {"train": evaluate_policy(policy, train, judge, args.eval_samples, args.max_turns, cfg.temperature),
                   "held_out": evaluate_policy(policy, held, judge, args.eval_samples, args.max_turns, cfg.temperature)}
         with RunRecorder(args.out, "LEAP", cfg.arm, "leap-mini", cfg.max_turns, cfg.group_size, vars(cfg)) as rec:
@@ -67,7 +68,7 @@ def mini_main(argv: list[str] | None = None) -> int:
     result = {"warmup": meta, "warmup_seconds": warm_s, "before": before, "after": after,
               "history": [stats_dict(s) for s in history], "config": vars(args), "backend": backend}
     (out / "leap_mini.json").write_text(json.dumps(result, indent=1, default=str))
-    _plot(history, out / "leap_mini.png", before["train"]["pass_at_1"], after["train"]["pass_at_1"])
+    _plot(history, out / "leap_mini.png", before["train"]["pass_at_1"], after["train"]["pass_at_1"], reference_p)
     write_report([out], out / "report.html")
     wall = sum(s.wall_s for s in history)
     print(f"\nLEAP-mini on the {backend} backend: warm-up {warm_s:.0f} s, LEAP {len(history)} steps in {wall:.0f} s "
@@ -81,12 +82,14 @@ def mini_main(argv: list[str] | None = None) -> int:
     for s in history:
         for k, v in s.decisions.items():
             decisions[k] = decisions.get(k, 0) + v
+    print(f"P(first-turn sample = reference), training tasks: {reference_p:.3f} -> {history[-1].reference_p:.3f}")
     print(f"DCP decisions: {decisions}")
     print(f"wrote {out / 'leap_mini.json'}, {out / 'leap_mini.png'} and {out / 'report.html'}")
     return 0
 
 
-def _plot(history: list, path: Path, before: float | None = None, after: float | None = None) -> None:
+def _plot(history: list, path: Path, before: float | None = None, after: float | None = None,
+          reference_p: float | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,6 +104,9 @@ def _plot(history: list, path: Path, before: float | None = None, after: float |
     smooth = [sum(raw[max(0, i - 2): i + 1]) / len(raw[max(0, i - 2): i + 1]) for i in range(len(raw))]
     ax.plot(clock, raw, marker="o", alpha=0.35, label="LEAP, each step's rollouts (first turn)")
     ax.plot(clock, smooth, linewidth=2.5, label="LEAP, mean of the last 3 steps")
+    if reference_p is not None:
+        ax.plot([0] + clock, [reference_p] + [s.reference_p for s in history], linewidth=2.5, color="tab:red",
+                label="P(first-turn sample = reference), every training task")
     if before is not None and after is not None:
         ax.plot([0, clock[-1] if clock else 0], [before, after], "s--", color="black",
                 label="judged on every training task, before and after")

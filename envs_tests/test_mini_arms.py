@@ -10,7 +10,8 @@ from leap_agents.training.mini.data import EOS, as_response, mini_tasks, referen
 from leap_agents.training.mini.judge import Judge
 from leap_agents.training.mini.model import MiniModelConfig, build_model, train_tokenizer, wrap_tokenizer
 from leap_agents.training.mini.policy import MiniPolicy
-from leap_agents.training.mini.rl import ARMS, ArmConfig, Traj, TurnRecord, assign_advantages, train_arm
+from leap_agents.training.mini.rl import (ARMS, ArmConfig, ReferenceProbe, Traj, TurnRecord, assign_advantages,
+                                          train_arm)
 from leap_agents.training.mini.warmup import WarmupExample, sft
 
 pytest.importorskip("transformers")
@@ -89,7 +90,20 @@ def test_two_step_run_of_each_arm(small_policy, judge, arm):
                 assert s.turn_counts[1] <= unsolved_after_1  # DCP may prune
                 assert set(s.decisions) <= {"solved", "easy_group", "hopeless_no_progress", "hopeless_history",
                                             "max_turns"}
+    assert all(0.0 <= s.reference_p <= 1.0 for s in history)
     updated = any(s.samples > 0 for s in history)
     changed = any(not torch.equal(before[k], v) for k, v in policy.model.state_dict().items())
     assert changed == updated
     policy.model.load_state_dict(before)
+
+
+def test_reference_probe_is_the_rate_at_which_samples_are_the_reference(small_policy):
+    """The race's noise-free curve: the probe's probability matches how often real samples at that
+    temperature reproduce the reference token for token (128 samples, 4 standard errors)."""
+    policy, relu = small_policy
+    probe = ReferenceProbe(policy, [relu], temperature=0.8)()
+    reference = policy.encode(as_response(reference_cuda(relu))) + [policy.eos_id]
+    samples = policy.generate([render_prompt(relu)] * 128, seed=0, temperature=0.8)
+    rate = sum(s.response_ids == reference for s in samples) / len(samples)
+    assert 0.05 < rate < 0.95  # the check means something only where samples differ
+    assert abs(probe - rate) < 4 * (rate * (1 - rate) / len(samples)) ** 0.5

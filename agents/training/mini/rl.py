@@ -55,7 +55,7 @@ class ArmConfig:
     temperature: float = field(default=0.8, metadata={"help": "sampling temperature (0.8: the warm-up policy solves about 0.4 of first attempts; at 1.0 token slips sink it to about 0.14)"})
     clip: float = field(default=0.2, metadata={"help": "PPO clip range"})
     epochs: int = field(default=2, metadata={"help": "PPO inner epochs (optimizer steps) per batch"})
-    kl_coef: float = field(default=0.05, metadata={"help": "weight of the KL penalty to the start policy (0: none)"})
+    kl_coef: float = field(default=0.01, metadata={"help": "weight of the KL penalty to the start policy (0: none; without it the memorised kernels erode)"})
     micro_batch: int = field(default=8, metadata={"help": "samples per forward/backward"})
     seed: int = field(default=0, metadata={"help": "task order and sampling seed"})
 

@@ -333,10 +333,10 @@ def train_arm(policy: MiniPolicy, train: list[Task], cfg: ArmConfig, judge: Judg
                           tokens=n_tokens, decisions=costs["decisions"], rewards=rewards, turn_counts=turn_counts,
                           update_stats=upd, reference_p=probe())
         history.append(stats)
-        log.info("[%s seed %d] step %d: pass@1 %.2f (reference p %.3f) by turn %s, gen %.1fs eval %.1fs update %.1fs, turns %s, %s, %s",
-                 cfg.arm, cfg.seed, step, stats.pass_at_1, stats.reference_p, [round(x, 2) for x in by_turn], stats.generation_s,
-                 stats.evaluation_s, update_s, turn_counts, costs["decisions"],
-                 {k: round(v, 4) for k, v in upd.items()})
+        log.info("[%s seed %d] step %d: pass@1 %.2f (reference p %.3f) by turn %s, gen %.1fs eval %.1fs "
+                 "update %.1fs, turns %s, %s, %s", cfg.arm, cfg.seed, step, stats.pass_at_1, stats.reference_p,
+                 [round(x, 2) for x in by_turn], stats.generation_s, stats.evaluation_s, update_s, turn_counts,
+                 costs["decisions"], {k: round(v, 4) for k, v in upd.items()})
         if on_step is not None:
             on_step(stats, groups)
     return history

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import json
 import logging
 import os
@@ -64,8 +65,7 @@ def arm_curve(runs: list[dict], window: int) -> dict[str, list[float]]:
     """Per step: mean cumulative wall-clock, mean and spread of smoothed rollout pass@1 over the arm's seeds."""
     steps = min(len(r["history"]) for r in runs)
     per_seed = [smoothed([h["pass_at_1"] for h in r["history"]], window) for r in runs]
-    clocks = [[sum(h["wall_s"] for h in r["history"][: i + 1]) for i in range(steps)] for r in runs]
-    return _mean_curve(clocks, per_seed, steps)
+    return _mean_curve([_clock(r) for r in runs], per_seed, steps)
 
 
 def reference_curve(runs: list[dict], start: float) -> dict[str, list[float]]:
@@ -73,8 +73,12 @@ def reference_curve(runs: list[dict], start: float) -> dict[str, list[float]]:
     sample is the reference solution (every training task, after each step's update; no sampling noise)."""
     steps = min(len(r["history"]) for r in runs)
     per_seed = [[start] + [h["reference_p"] for h in r["history"]] for r in runs]
-    clocks = [[0.0] + [sum(h["wall_s"] for h in r["history"][: i + 1]) for i in range(steps)] for r in runs]
-    return _mean_curve(clocks, per_seed, steps + 1)
+    return _mean_curve([[0.0] + _clock(r) for r in runs], per_seed, steps + 1)
+
+
+def _clock(run: dict) -> list[float]:
+    """Cumulative training wall-clock after each step of one run."""
+    return list(itertools.accumulate(h["wall_s"] for h in run["history"]))
 
 
 def _mean_curve(clocks: list[list[float]], values: list[list[float]], steps: int) -> dict[str, list[float]]:
@@ -256,8 +260,8 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
         out["multi_turn_time_to_target_s"] = t_base
         out["leap_time_to_target_s"] = t_leap
         out["speedup_leap_vs_multi_turn"] = (t_base / t_leap) if (t_base and t_leap) else None
-        per_seed = [seed_speedup(b, l, initial["reference_p"]) for b, l in zip(sorted(runs["multi_turn"], key=lambda r: r["seed"]),
-                                                                 sorted(runs["leap"], key=lambda r: r["seed"]))]
+        by_seed = lambda arm: sorted(runs[arm], key=lambda r: r["seed"])
+        per_seed = [seed_speedup(b, l, initial["reference_p"]) for b, l in zip(by_seed("multi_turn"), by_seed("leap"))]
         out["speedup_per_seed"] = per_seed
         # Did the baseline learn? Judged on every training task, eval samples per task, before and after.
         before, after = base["train_pass_at_1_before"], base["train_pass_at_1_after"]

@@ -88,6 +88,8 @@ def test_two_step_run_of_each_arm(small_policy, judge, arm):
                 assert s.turn_counts[1] == unsolved_after_1  # every unsolved trajectory refines
             else:
                 assert s.turn_counts[1] <= unsolved_after_1  # DCP may prune
+                if s.pass_at_1 > 0:  # the default threshold (1/G): a group with a first-turn solve stops
+                    assert s.turn_counts[1] == 0 and s.decisions.get("easy_group", 0) == unsolved_after_1
                 assert set(s.decisions) <= {"solved", "easy_group", "hopeless_no_progress", "hopeless_history",
                                             "max_turns"}
     assert all(0.0 <= s.reference_p <= 1.0 for s in history)

@@ -50,7 +50,9 @@ class ArmConfig:
     group_size: int = field(default=4, metadata={"help": "trajectories per task (G)"})
     max_turns: int = field(default=3, metadata={"help": "turn budget (single-turn uses 1)"})
     gamma: float = field(default=0.4, metadata={"help": "Kevin's discount (multi-turn arm)"})
-    easy_threshold: float = field(default=0.5, metadata={"help": "DCP: a group at this pass rate stops"})
+    easy_threshold: float = field(default=0.25, metadata={
+        "help": "DCP: a group at this pass rate stops (0.25 with G=4: any solve stops it, so only groups whose "
+                "first turn carried no signal refine; at 0.5 LEAP learned less per step than multi-turn)"})
     lr: float = field(default=5e-5, metadata={"help": "AdamW learning rate (Adam moves every weight by about lr per step, noise included: at 2e-4 the memorised kernels erode within a dozen steps)"})
     temperature: float = field(default=0.8, metadata={"help": "sampling temperature (0.8: the warm-up policy solves about 0.4 of first attempts; at 1.0 token slips sink it to about 0.14)"})
     clip: float = field(default=0.2, metadata={"help": "PPO clip range"})

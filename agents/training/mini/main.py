@@ -3,8 +3,8 @@
 Builds (first use) or loads (cached) the warm-up policy, judges it on the training and held-out
 tasks, trains it with LEAP (DCP + rank reward) for a few steps with real compilation and real
 kernel execution on the `cpu` backend, judges it again, and prints a summary table and writes a plot
-of pass@1 against wall-clock. ``leap-train`` with no arguments runs it (about 4 minutes on two idle cores
-from an empty cache, the warm-up's 3 included).
+of pass@1 against wall-clock. ``leap-train`` with no arguments runs it (about 6 minutes on two idle cores
+from an empty cache, the warm-up's 4 included).
 """
 
 from __future__ import annotations

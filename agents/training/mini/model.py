@@ -53,7 +53,7 @@ class MiniModelConfig:
 
     Small on purpose: on two shared CPU cores the warm-up and the three arms of the benchmark must fit
     in 90 minutes. At 0.7M parameters (hidden 128) RL levelled off near a reference probability of
-    0.58 within a dozen steps; at 1.5M it keeps rising for 24 (0.51 -> 0.89) for 1.3x the warm-up time.
+    0.58 within a dozen steps; at 1.5M it rises for most of 24 (0.51 -> 0.89) for 1.3x the warm-up time.
     """
 
     hidden_size: int = 192

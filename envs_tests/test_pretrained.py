@@ -101,23 +101,62 @@ def test_presets_resolve():
     assert load_config(preset="smollm2", overrides=[("run.steps", "1")]).run.steps == 1
 
 
+def _tiny_lora_policy(top_layers: int = 0) -> HFPolicy:
+    from leap_agents.policies.hf import apply_lora
+    from leap_agents.training.tiny import build_tiny
+    from leap_agents.training.warmup_lora import lora_kwargs
+
+    model, tok = build_tiny(seed=0, vocab_size=512)
+    return HFPolicy(apply_lora(model, **lora_kwargs(model, 4, 8, top_layers)), tok, history_renderer=compact_history)
+
+
 def test_lora_sft_step_on_a_tiny_model(env):
     """The warm-up's SFT step on a locally built model: only the adapter moves, and the loss falls."""
     pytest.importorskip("peft")
-    from leap_agents.policies.hf import apply_lora
-    from leap_agents.training.tiny import build_tiny
-    from leap_agents.training.warmup_lora import SftExample, sft_step
+    from leap_agents.training.warmup_lora import SftExample, prefix_examples, sft_step
 
-    model, tok = build_tiny(seed=0, vocab_size=512)
-    policy = HFPolicy(apply_lora(model, r=4, lora_alpha=8), tok, history_renderer=compact_history)
+    policy = _tiny_lora_policy()
     _, info = env.reset(seed=0, options={"task_id": "level1/relu"})
     example = SftExample("level1/relu", "first_turn", info["messages"], "```cuda\n// relu\n```")
-    batch = [(policy.encode_prompt(example.history), policy.encode_response(example.response))]
+    batch = prefix_examples(policy.model, [(policy.encode_prompt(example.history),
+                                            policy.encode_response(example.response))])
     base = {n: p.detach().clone() for n, p in policy.model.named_parameters() if not p.requires_grad}
     opt = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=1e-2)
     losses = [sft_step(policy, batch, opt) for _ in range(5)]
     assert losses[-1] < losses[0]
     assert all(torch.equal(p, base[n]) for n, p in policy.model.named_parameters() if not p.requires_grad)
+
+
+def test_adapted_layers_from_cached_states_match_the_whole_model():
+    """SFT runs only the adapted top layers from the frozen layers' cached states: same logits and loss gradient
+    as the whole model's forward."""
+    pytest.importorskip("peft")
+    from leap_agents.training.logprobs import response_logprobs
+    from leap_agents.training.warmup_lora import adapted_logits, first_adapted_layer, prefix_examples
+
+    policy = _tiny_lora_policy(top_layers=1)
+    model = policy.model
+    layers = model.get_base_model().model.layers
+    assert first_adapted_layer(model) == len(layers) - 1 > 0
+    with torch.no_grad():  # LoRA starts as the identity; give it weights so that the check means something
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.5)
+    prompt, response = [5, 9, 17, 3, 40, 41], [7, 8, 11, 2]
+    (cached,) = prefix_examples(model, [(prompt, response)])
+    start = len(prompt) - 1
+    logits = adapted_logits(model, cached.states, slice(start, start + len(response)))
+    whole = model(input_ids=torch.tensor([prompt + response])).logits[0, start:start + len(response)]
+    assert torch.allclose(logits, whole, atol=1e-5)
+    assert len(model.get_base_model().model.layers) == len(layers)  # the full stack is back
+
+    target = torch.tensor(response)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    torch.log_softmax(logits, -1).gather(-1, target[:, None]).sum().backward()
+    grads = [p.grad.clone() for p in trainable]
+    model.zero_grad()
+    response_logprobs(model, [prompt], [response], policy.tokenizer.pad_token_id)[0].sum().backward()
+    assert all(torch.allclose(g, p.grad, atol=1e-5) for g, p in zip(grads, trainable))
 
 
 @pytest.fixture(scope="module")
@@ -152,11 +191,10 @@ def test_one_generation_through_env_step(smollm2, env):
 
 @needs_model
 def test_one_lora_sft_step_on_the_real_model(smollm2, env):
-    from leap_agents.training.warmup_lora import SftExample, sft_step
+    from leap_agents.training.warmup_lora import SftExample, prefix_examples, sft_step
 
     _, info = env.reset(seed=0, options={"task_id": "level1/relu"})
     example = SftExample("level1/relu", "first_turn", info["messages"], "```cuda\n// a short target\n```")
-    batch = [(smollm2.encode_prompt(example.history), smollm2.encode_response(example.response))]
     trainable = [(n, p) for n, p in smollm2.model.named_parameters() if p.requires_grad]
     if not trainable:  # the shipped adapter loads frozen for inference: train a copy of its weights
         for n, p in smollm2.model.named_parameters():
@@ -167,6 +205,8 @@ def test_one_lora_sft_step_on_the_real_model(smollm2, env):
     saved = {n: p.detach().clone() for n, p in trainable}
     opt = torch.optim.AdamW([p for _, p in trainable], lr=1e-3)
     try:
+        batch = prefix_examples(smollm2.model, [(smollm2.encode_prompt(example.history),
+                                                 smollm2.encode_response(example.response))])
         loss = sft_step(smollm2, batch, opt)
         assert loss > 0 and any(not torch.equal(p, before[n]) for n, p in trainable)
     finally:

@@ -42,7 +42,7 @@ class StepEstimate:
 
 def estimate_step(policy: Any, config: Any, task: Any, probe_tokens: int = 8) -> StepEstimate:
     """Measure `policy` on `task`'s first prompt and extrapolate to one step of `config` (a `TrainConfig`)."""
-    from leap_gym.feedback import render_prompt
+    from leap_gym.evaluation.feedback import render_prompt
 
     from leap_agents.training.logprobs import response_logprobs
 

@@ -90,7 +90,7 @@ def build_examples(tasks: list[Any], train_ids: list[str], judge: Any, mutants_p
     Returns:
         The examples and statistics (mutants judged, kept, statuses, seconds).
     """
-    from leap_gym.feedback import render_feedback, render_prompt
+    from leap_gym.evaluation.feedback import render_feedback, render_prompt
 
     from leap_agents.training.mini.data import as_response, reference_cuda
     from leap_agents.training.mini.mutants import mutants
@@ -122,18 +122,80 @@ def build_examples(tasks: list[Any], train_ids: list[str], judge: Any, mutants_p
     return examples, stats
 
 
-def sft_step(policy: Any, batch: list[tuple[list[int], list[int]]], optimizer: torch.optim.Optimizer) -> float:
-    """One optimizer step of the mean response-token negative log-likelihood over `batch` (prompt, response ids)."""
-    from leap_agents.training.logprobs import response_logprobs
+@dataclass
+class PrefixedExample:
+    """An encoded SFT pair and the hidden states its frozen layers produce (they never change, so are computed once).
 
+    Attributes:
+        prompt: prompt token ids.
+        response: response token ids (the loss covers these).
+        states: ``(len(prompt) + len(response), hidden)``, the input of the first adapted decoder layer.
+    """
+
+    prompt: list[int]
+    response: list[int]
+    states: torch.Tensor
+
+
+def _decoder(model: Any) -> tuple[Any, Any]:
+    """The decoder stack (``.layers``, ``.norm``) and the LM head of a (peft-wrapped) causal LM."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.model, base.lm_head
+
+
+def first_adapted_layer(model: Any) -> int:
+    """Index of the lowest decoder layer with trainable parameters; everything below it is frozen."""
+    layers = _decoder(model)[0].layers
+    return next((i for i, layer in enumerate(layers) if any(p.requires_grad for p in layer.parameters())),
+                len(layers))
+
+
+@torch.no_grad()
+def prefix_examples(model: Any, encoded: list[tuple[list[int], list[int]]]) -> list[PrefixedExample]:
+    """Run each (prompt, response) once through the frozen layers below `first_adapted_layer`."""
+    first = first_adapted_layer(model)
+    device = next(model.parameters()).device
+    out = []
+    for prompt, response in encoded:
+        ids = torch.tensor([list(prompt) + list(response)], device=device)
+        states = model(input_ids=ids, output_hidden_states=True, use_cache=False).hidden_states[first][0]
+        out.append(PrefixedExample(list(prompt), list(response), states))
+    return out
+
+
+def adapted_logits(model: Any, states: torch.Tensor, positions: slice) -> torch.Tensor:
+    """The model's logits at `positions` from `states` (a `PrefixedExample`'s), running only the adapted layers."""
+    decoder, head = _decoder(model)
+    layers = decoder.layers
+    decoder.layers = layers[first_adapted_layer(model):]
+    try:
+        hidden = decoder(inputs_embeds=states[None], use_cache=False).last_hidden_state[0]
+    finally:
+        decoder.layers = layers
+    return head(hidden[positions])
+
+
+def sft_step(policy: Any, batch: list[PrefixedExample], optimizer: torch.optim.Optimizer) -> float:
+    """One optimizer step of the mean response-token negative log-likelihood over `batch`.
+
+    Each example runs alone from its cached states through the adapted layers (no padding); gradients add up
+    over the batch and are divided by its response tokens.
+    """
     policy.model.train()
-    lps = response_logprobs(policy.model, [b[0] for b in batch], [b[1] for b in batch], policy.tokenizer.pad_token_id)
-    loss = -torch.cat(lps).mean()
     optimizer.zero_grad()
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_([p for p in policy.model.parameters() if p.requires_grad], 1.0)
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    tokens = sum(len(e.response) for e in batch)
+    total = 0.0
+    for e in batch:
+        start = len(e.prompt) - 1
+        logits = adapted_logits(policy.model, e.states, slice(start, start + len(e.response))).float()
+        target = torch.tensor(e.response, dtype=torch.long, device=logits.device)
+        nll = -torch.log_softmax(logits, dim=-1).gather(-1, target[:, None]).sum()
+        (nll / tokens).backward()
+        total += float(nll.item())
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
     optimizer.step()
-    return float(loss.item())
+    return total / tokens
 
 
 def sft(policy: Any, examples: list[SftExample], steps: int, batch_size: int = 4, lr: float = 1e-3, seed: int = 0,
@@ -143,6 +205,7 @@ def sft(policy: Any, examples: list[SftExample], steps: int, batch_size: int = 4
 
     rng = random.Random(seed)
     encoded = [(policy.encode_prompt(e.history), policy.encode_response(e.response)) for e in examples]
+    prefixed = prefix_examples(policy.model, encoded)
     params = [p for p in policy.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     warm = max(1, steps // 10)
@@ -153,10 +216,10 @@ def sft(policy: Any, examples: list[SftExample], steps: int, batch_size: int = 4
     bar = tqdm(range(steps), desc="lora warm-up", unit="step", disable=not progress)
     for _ in bar:
         while len(order) < batch_size:
-            more = list(range(len(encoded)))
+            more = list(range(len(prefixed)))
             rng.shuffle(more)
             order += more
-        losses.append(sft_step(policy, [encoded[order.pop()] for _ in range(batch_size)], optimizer))
+        losses.append(sft_step(policy, [prefixed[order.pop()] for _ in range(batch_size)], optimizer))
         schedule.step()
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     policy.model.eval()

@@ -101,6 +101,27 @@ def test_presets_resolve():
     assert load_config(preset="smollm2", overrides=[("run.steps", "1")]).run.steps == 1
 
 
+def test_synthetic_tasks_pass_their_references_and_keep_clear_of_the_held_out_tasks():
+    """Every synthetic warm-up task's reference is CORRECT on the cpu backend and a wrong kernel is not; none of
+    their prompts or kernels names or contains a held-out task's kernel."""
+    from leap_gym.evaluation.feedback import render_prompt
+
+    from leap_agents.training.mini.data import as_response, check_split, make_split, mini_tasks, reference_cuda
+    from leap_agents.training.mini.judge import Judge
+    from leap_agents.training.synthetic_tasks import synthetic_tasks
+
+    tasks = synthetic_tasks()
+    assert len({t.id for t in tasks}) == len(tasks) >= 30
+    wrong = as_response(reference_cuda(tasks[0]).replace("expf(v)", "v"))
+    with Judge("cpu") as judge:
+        results = judge([(t, as_response(reference_cuda(t))) for t in tasks] + [(tasks[0], wrong)])
+    assert [r.status for r in results[:-1]] == ["CORRECT"] * len(tasks)
+    assert results[-1].status == "WRONG_OUTPUT"
+    mini = mini_tasks()
+    texts = [render_prompt(t, 4) + as_response(reference_cuda(t)) for t in tasks]
+    check_split(make_split(mini), texts, {t.id: t for t in mini})
+
+
 def _tiny_lora_policy(top_layers: int = 0) -> HFPolicy:
     from leap_agents.policies.hf import apply_lora
     from leap_agents.training.tiny import build_tiny

@@ -8,6 +8,10 @@ held-out tasks are never seen; `check_split` asserts it):
   answer, the environment's real feedback on it (judged on the ``cpu`` backend) -> the reference.
   Mutants that pass are dropped.
 
+Besides the training split's tasks, the same examples are built for the synthetic elementwise tasks of
+`leap_agents.training.synthetic_tasks` (35 operators, none of them held out), which give a small model
+more instances of the skill that carries to a new operator: the reference `forward` written per element.
+
 Both are rendered by the policy itself (`HFPolicy.render`, i.e. `compact_history` for a named model), the
 same path its rollouts take, and the loss covers the response tokens only. The adapter is saved in float16
 under ``$LEAP_GYM_CACHE/pretrained/<name>-lora-<hash>``; ``--ship`` also copies it into the package
@@ -48,13 +52,15 @@ class LoraWarmupConfig:
     model: str = field(default=SMOLLM2.name, metadata={"help": "named pretrained model"})
     held_out: int = field(default=6, metadata={"help": "LEAP-mini held-out tasks (never trained on)"})
     split_seed: int = field(default=0, metadata={"help": "seed of LEAP-mini's train/held-out draw"})
+    synthetic: bool = field(default=True, metadata={
+        "help": "also train on the synthetic elementwise tasks (leap_agents.training.synthetic_tasks)"})
     mutants_per_task: int = field(default=4, metadata={"help": "mutants judged per training task"})
     first_turn_weight: int = field(default=2, metadata={"help": "copies of each first-turn example"})
     lora_r: int = field(default=16, metadata={"help": "LoRA rank"})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
     lora_layers: int = field(default=8, metadata={
         "help": "adapt only the top N decoder layers (0: all); backward then stops there, about half the step time"})
-    steps: int = field(default=30, metadata={"help": "SFT optimizer steps"})
+    steps: int = field(default=240, metadata={"help": "SFT optimizer steps"})
     batch_size: int = field(default=4, metadata={"help": "examples per step"})
     lr: float = field(default=1.5e-3, metadata={"help": "peak learning rate (linear warm-up, cosine decay)"})
     seed: int = field(default=0, metadata={"help": "mutant draw, data order and LoRA init seed"})
@@ -120,6 +126,19 @@ def build_examples(tasks: list[Any], train_ids: list[str], judge: Any, mutants_p
             examples.append(SftExample(task_id, "repair", history, refs[0], op, result.status))
     stats["seconds"] = time.perf_counter() - start
     return examples, stats
+
+
+def synthetic_references(judge: Any) -> list[Any]:
+    """The synthetic elementwise tasks whose reference solution `judge` finds CORRECT (all of them, normally)."""
+    from leap_agents.training.mini.data import as_response, reference_cuda
+    from leap_agents.training.synthetic_tasks import synthetic_tasks
+
+    tasks = synthetic_tasks()
+    results = judge([(t, as_response(reference_cuda(t))) for t in tasks])
+    failed = [t.id for t, r in zip(tasks, results) if r.status != "CORRECT"]
+    if failed:
+        log.warning("synthetic tasks left out, their reference is not CORRECT: %s", failed)
+    return [t for t, r in zip(tasks, results) if r.status == "CORRECT"]
 
 
 @dataclass
@@ -270,8 +289,10 @@ def warmup(config: LoraWarmupConfig | None = None, rebuild: bool = False, backen
     tasks, split = warmup_split(config)
     t0 = time.perf_counter()
     with Judge(backend) as judge:
-        examples, stats = build_examples(tasks, split.train, judge, config.mutants_per_task, config.first_turn_weight,
-                                         config.seed)
+        extra = synthetic_references(judge) if config.synthetic else []
+        examples, stats = build_examples(tasks + extra, split.train + [t.id for t in extra], judge,
+                                         config.mutants_per_task, config.first_turn_weight, config.seed)
+    stats["synthetic_tasks"] = len(extra)
     policy = HFPolicy.from_pretrained(config.model, device="cpu")
     rendered = [policy.render(e.history) + e.response for e in examples]
     check_split(split, rendered, {t.id: t for t in tasks})

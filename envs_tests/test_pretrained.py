@@ -102,21 +102,22 @@ def test_presets_resolve():
 
 
 def test_synthetic_tasks_pass_their_references_and_keep_clear_of_the_held_out_tasks():
-    """Every synthetic warm-up task's reference is CORRECT on the cpu backend and a wrong kernel is not; none of
-    their prompts or kernels names or contains a held-out task's kernel."""
+    """Every synthetic warm-up task's reference is CORRECT on the cpu backend and its wrong-operator kernels are
+    not; none of their prompts or kernels names or contains a held-out task's kernel."""
     from leap_gym.evaluation.feedback import render_prompt
 
     from leap_agents.training.mini.data import as_response, check_split, make_split, mini_tasks, reference_cuda
     from leap_agents.training.mini.judge import Judge
-    from leap_agents.training.synthetic_tasks import synthetic_tasks
+    from leap_agents.training.synthetic_tasks import synthetic_tasks, wrong_operator_kernels
 
     tasks = synthetic_tasks()
     assert len({t.id for t in tasks}) == len(tasks) >= 30
-    wrong = as_response(reference_cuda(tasks[0]).replace("expf(v)", "v"))
+    wrong = [(t, as_response(k)) for t in (tasks[0], tasks[-1]) for _, k in wrong_operator_kernels(t.id, 2)]
+    assert len(wrong) == 4 and wrong_operator_kernels("level1/relu", 2) == []
     with Judge("cpu") as judge:
-        results = judge([(t, as_response(reference_cuda(t))) for t in tasks] + [(tasks[0], wrong)])
-    assert [r.status for r in results[:-1]] == ["CORRECT"] * len(tasks)
-    assert results[-1].status == "WRONG_OUTPUT"
+        results = judge([(t, as_response(reference_cuda(t))) for t in tasks] + wrong)
+    assert [r.status for r in results[:len(tasks)]] == ["CORRECT"] * len(tasks)
+    assert [r.status for r in results[len(tasks):]] == ["WRONG_OUTPUT"] * 4
     mini = mini_tasks()
     texts = [render_prompt(t, 4) + as_response(reference_cuda(t)) for t in tasks]
     check_split(make_split(mini), texts, {t.id: t for t in mini})

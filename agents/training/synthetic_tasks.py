@@ -13,9 +13,12 @@ against the held-out tasks' kernels and names besides.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import random
+from dataclasses import dataclass, replace
 
 from leap_gym.tasks import Task
+
+from leap_agents.training.mini.data import strip_comments
 
 
 @dataclass(frozen=True)
@@ -160,23 +163,30 @@ def get_init_inputs():
 '''
 
 
+_UNARY_KERNEL = """\
+extern "C" __global__ void {name}_kernel(const float* __restrict__ x, float* __restrict__ y, int n) {{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {{
+        float v = x[i];
+        y[i] = {expr};
+    }}
+}}
+"""
+
+_BINARY_KERNEL = """\
+extern "C" __global__ void {name}_kernel(const float* __restrict__ a, const float* __restrict__ b,
+                                      float* __restrict__ y, int n) {{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {{
+        float va = a[i];
+        float vb = b[i];
+        y[i] = {expr};
+    }}
+}}
+"""
+
+
 def _kernel(op: ElementwiseOp) -> str:
-    if op.binary:
-        return (f'extern "C" __global__ void {op.name}_kernel(const float* __restrict__ a, const float* __restrict__ b,\n'
-                f'                                      float* __restrict__ y, int n) {{\n'
-                f'    int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
-                f'    if (i < n) {{\n'
-                f'        float va = a[i];\n'
-                f'        float vb = b[i];\n'
-                f'        y[i] = {op.cuda_expr};\n'
-                f'    }}\n'
-                f'}}\n')
-    return (f'extern "C" __global__ void {op.name}_kernel(const float* __restrict__ x, float* __restrict__ y, int n) {{\n'
-            f'    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {{\n'
-            f'        float v = x[i];\n'
-            f'        y[i] = {op.cuda_expr};\n'
-            f'    }}\n'
-            f'}}\n')
+    return (_BINARY_KERNEL if op.binary else _UNARY_KERNEL).format(name=op.name, expr=op.cuda_expr)
 
 
 def synthetic_task(op: ElementwiseOp) -> Task:
@@ -186,13 +196,30 @@ def synthetic_task(op: ElementwiseOp) -> Task:
     solution = f"```cuda\n{_kernel(op)}```\n\n```python\n{wrapper.strip()}\n```\n"
     sizes = {"cpu": {"BATCH": 8, "DIM": 999} if op.binary else {"BATCH": 16, "DIM": 300},
              "gpu": {"BATCH": 4096, "DIM": 4096}}
+    signature = f'extern "C" __global__ void {op.name}_kernel({params})'
     task = Task(id=f"synthetic/{op.name}", source=_source(op), level=1, name=op.name, description=op.description,
                 tags=["elementwise", "synthetic"] + (["binary"] if op.binary else []), atol=1e-5, rtol=1e-5,
-                sizes=sizes, wrapper=wrapper, wrapper_signature=f'extern "C" __global__ void {op.name}_kernel({params})',
-                reference_solutions=[solution])
+                sizes=sizes, wrapper=wrapper, wrapper_signature=signature, reference_solutions=[solution])
     return task.with_size("cpu")
 
 
 def synthetic_tasks() -> list[Task]:
     """Every synthetic elementwise task, unary then binary."""
     return [synthetic_task(op) for op in OPS]
+
+
+def wrong_operator_kernels(task_id: str, count: int, seed: int = 0) -> list[tuple[str, str]]:
+    """Up to `count` wrong answers to a synthetic task: its kernel computing another operator of the same arity.
+
+    The mistake a small model makes on a new operator is the body of one it knows; repairs from these teach it to
+    go back to the reference `forward` instead of its previous kernel. Returns ``("wrong_operator:<other>",
+    kernel)`` pairs, seeded; none for a task id that is not synthetic.
+    """
+    by_id = {f"synthetic/{op.name}": op for op in OPS}
+    op = by_id.get(task_id)
+    if op is None or count <= 0:
+        return []
+    others = [o for o in OPS if o.binary == op.binary and o.cuda_expr != op.cuda_expr]
+    random.Random(f"{seed}:{task_id}").shuffle(others)
+    return [(f"wrong_operator:{o.name}", strip_comments(_kernel(replace(op, cuda_expr=o.cuda_expr))))
+            for o in others[:count]]

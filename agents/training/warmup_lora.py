@@ -55,6 +55,8 @@ class LoraWarmupConfig:
     synthetic: bool = field(default=True, metadata={
         "help": "also train on the synthetic elementwise tasks (leap_agents.training.synthetic_tasks)"})
     mutants_per_task: int = field(default=4, metadata={"help": "mutants judged per training task"})
+    wrong_operators: int = field(default=2, metadata={
+        "help": "repairs per synthetic task whose wrong answer is another operator's kernel"})
     first_turn_weight: int = field(default=2, metadata={"help": "copies of each first-turn example"})
     lora_r: int = field(default=16, metadata={"help": "LoRA rank"})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
@@ -90,7 +92,8 @@ def warmup_split(config: LoraWarmupConfig) -> tuple[list[Any], Any]:
 
 
 def build_examples(tasks: list[Any], train_ids: list[str], judge: Any, mutants_per_task: int = 4,
-                   first_turn_weight: int = 2, seed: int = 0) -> tuple[list[SftExample], dict[str, Any]]:
+                   first_turn_weight: int = 2, seed: int = 0,
+                   wrong_operators: int = 0) -> tuple[list[SftExample], dict[str, Any]]:
     """First-turn and repair examples of the training tasks, each mutant judged by `judge` (a mini `Judge`).
 
     Returns:
@@ -100,6 +103,7 @@ def build_examples(tasks: list[Any], train_ids: list[str], judge: Any, mutants_p
 
     from leap_agents.training.mini.data import as_response, reference_cuda
     from leap_agents.training.mini.mutants import mutants
+    from leap_agents.training.synthetic_tasks import wrong_operator_kernels
 
     by_id = {t.id: t for t in tasks}
     examples: list[SftExample] = []
@@ -113,6 +117,7 @@ def build_examples(tasks: list[Any], train_ids: list[str], judge: Any, mutants_p
         for ref in refs:
             examples += [SftExample(task_id, "first_turn", prompt, ref)] * first_turn_weight
         muts = mutants(reference_cuda(task), mutants_per_task, seed=seed * 1000 + n)
+        muts += wrong_operator_kernels(task_id, wrong_operators, seed)
         results = judge([(task, as_response(m)) for _, m in muts])
         for (op, mutated), result in zip(muts, results):
             stats["mutants"] += 1
@@ -291,7 +296,8 @@ def warmup(config: LoraWarmupConfig | None = None, rebuild: bool = False, backen
     with Judge(backend) as judge:
         extra = synthetic_references(judge) if config.synthetic else []
         examples, stats = build_examples(tasks + extra, split.train + [t.id for t in extra], judge,
-                                         config.mutants_per_task, config.first_turn_weight, config.seed)
+                                         config.mutants_per_task, config.first_turn_weight, config.seed,
+                                         config.wrong_operators)
     stats["synthetic_tasks"] = len(extra)
     policy = HFPolicy.from_pretrained(config.model, device="cpu")
     rendered = [policy.render(e.history) + e.response for e in examples]

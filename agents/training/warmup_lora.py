@@ -338,10 +338,11 @@ def main(argv: list[str] | None = None) -> int:
                             default=getattr(defaults, f.name), help=f.metadata.get("help"))
     parser.add_argument("--rebuild", action="store_true", help="rebuild even when cached")
     parser.add_argument("--ship", action="store_true", help="copy the adapter into leap_agents/adapters/<model>")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default, every core)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    torch.set_num_threads(args.threads)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     config = LoraWarmupConfig(**{k: getattr(args, k) for k in defaults.__dataclass_fields__})
     path, meta = warmup(config, rebuild=args.rebuild)
     print(f"adapter: {path}")

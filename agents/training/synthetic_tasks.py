@@ -18,8 +18,6 @@ from dataclasses import dataclass, replace
 
 from leap_gym.tasks import Task
 
-from leap_agents.training.mini.data import strip_comments
-
 
 @dataclass(frozen=True)
 class ElementwiseOp:
@@ -221,5 +219,4 @@ def wrong_operator_kernels(task_id: str, count: int, seed: int = 0) -> list[tupl
         return []
     others = [o for o in OPS if o.binary == op.binary and o.cuda_expr != op.cuda_expr]
     random.Random(f"{seed}:{task_id}").shuffle(others)
-    return [(f"wrong_operator:{o.name}", strip_comments(_kernel(replace(op, cuda_expr=o.cuda_expr))))
-            for o in others[:count]]
+    return [(f"wrong_operator:{o.name}", _kernel(replace(op, cuda_expr=o.cuda_expr))) for o in others[:count]]

@@ -24,6 +24,7 @@ under ``$LEAP_GYM_CACHE/pretrained/<name>-lora-<hash>``; ``--ship`` also copies 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import logging
@@ -31,6 +32,7 @@ import random
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,29 +176,38 @@ def first_adapted_layer(model: Any) -> int:
                 len(layers))
 
 
+@contextlib.contextmanager
+def _partial_stack(model: Any, layers: slice, final_norm: bool) -> Iterator[Any]:
+    """The model's decoder running only ``layers`` of its stack (and its final norm only if `final_norm`)."""
+    decoder, _ = _decoder(model)
+    full, norm = decoder.layers, decoder.norm
+    decoder.layers = full[layers]
+    if not final_norm:
+        decoder.norm = torch.nn.Identity()
+    try:
+        yield decoder
+    finally:
+        decoder.layers, decoder.norm = full, norm
+
+
 @torch.no_grad()
 def prefix_examples(model: Any, encoded: list[tuple[list[int], list[int]]]) -> list[PrefixedExample]:
-    """Run each (prompt, response) once through the frozen layers below `first_adapted_layer`."""
-    first = first_adapted_layer(model)
+    """Run each (prompt, response) once through the frozen layers below `first_adapted_layer`, and no further."""
     device = next(model.parameters()).device
     out = []
-    for prompt, response in encoded:
-        ids = torch.tensor([list(prompt) + list(response)], device=device)
-        states = model(input_ids=ids, output_hidden_states=True, use_cache=False).hidden_states[first][0]
-        out.append(PrefixedExample(list(prompt), list(response), states))
+    with _partial_stack(model, slice(0, first_adapted_layer(model)), final_norm=False) as frozen:
+        for prompt, response in encoded:
+            ids = torch.tensor([list(prompt) + list(response)], device=device)
+            states = frozen(input_ids=ids, use_cache=False).last_hidden_state[0]
+            out.append(PrefixedExample(list(prompt), list(response), states))
     return out
 
 
 def adapted_logits(model: Any, states: torch.Tensor, positions: slice) -> torch.Tensor:
     """The model's logits at `positions` from `states` (a `PrefixedExample`'s), running only the adapted layers."""
-    decoder, head = _decoder(model)
-    layers = decoder.layers
-    decoder.layers = layers[first_adapted_layer(model):]
-    try:
-        hidden = decoder(inputs_embeds=states[None], use_cache=False).last_hidden_state[0]
-    finally:
-        decoder.layers = layers
-    return head(hidden[positions])
+    with _partial_stack(model, slice(first_adapted_layer(model), None), final_norm=True) as adapted:
+        hidden = adapted(inputs_embeds=states[None], use_cache=False).last_hidden_state[0]
+    return _decoder(model)[1](hidden[positions])
 
 
 def sft_step(policy: Any, batch: list[PrefixedExample], optimizer: torch.optim.Optimizer) -> float:

@@ -121,7 +121,7 @@ def shipped_adapter(name: str) -> Path | None:
 
 def built_adapter(name: str) -> Path | None:
     """The newest warm-up adapter that `leap_agents.training.warmup_lora` built into the cache for a named model."""
-    from leap_gym.backends.nvrtc import cache_dir
+    from leap_gym.cache import cache_dir
 
     built = sorted((cache_dir() / "pretrained").glob(f"{spec_of(name).name}-lora-*/warmup.json"),
                    key=lambda p: p.stat().st_mtime)

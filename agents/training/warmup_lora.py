@@ -275,7 +275,7 @@ def lora_kwargs(model: Any, r: int, alpha: int, top_layers: int = 0) -> dict[str
 
 
 def cache_path(config: LoraWarmupConfig) -> Path:
-    from leap_gym.backends.nvrtc import cache_dir
+    from leap_gym.cache import cache_dir
 
     return cache_dir() / "pretrained" / f"{spec_of(config.model).name}-lora-{config.key()}"
 

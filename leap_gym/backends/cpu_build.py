@@ -18,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from leap_gym.backends.base import KernelRuntimeError
+from leap_gym.cache import cache_dir
 from leap_gym.evaluation.kernels import strip_comments
 
 log = logging.getLogger(__name__)
@@ -68,11 +69,6 @@ def runtime_notes(cuda_source: str) -> list[str]:
 
 class CpuRuntimeUnavailable(RuntimeError):
     """No usable host C++ compiler."""
-
-
-def cache_root() -> Path:
-    base = os.environ.get("LEAP_GYM_CACHE")
-    return Path(base) / "cpu" if base else Path.home() / ".cache" / "leap_gym" / "cpu"
 
 
 @lru_cache(maxsize=1)
@@ -137,7 +133,7 @@ def runtime_build(checked: bool = False) -> Path:
         raise CpuRuntimeUnavailable("no C++ compiler found: install g++ (apt-get install g++) or set $CXX")
     flags = COMMON_FLAGS + (CHECKED_FLAGS if checked else FAST_FLAGS)
     key = hashlib.sha256(f"{_runtime_hash()}|{_compiler_id(cxx)}|{flags}".encode()).hexdigest()[:20]
-    final = cache_root() / f"runtime-{'asan-' if checked else ''}{key}"
+    final = cache_dir("cpu") / f"runtime-{'asan-' if checked else ''}{key}"
 
     def build(tmp: Path) -> None:
         for name in RUNTIME_FILES:
@@ -268,7 +264,7 @@ def build_module(cuda_source: str, kernel_names: list[str], arch: str, checked: 
     runtime = runtime_build(checked)
     tu = translation_unit(cuda_source, kernel_names, arch)
     key = hashlib.sha256(f"{runtime.name}|{checked}|{tu}".encode()).hexdigest()[:24]
-    target = cache_root() / "modules" / f"{key}.so"
+    target = cache_dir("cpu", "modules") / f"{key}.so"
     if target.exists():
         return target
     _shared_dir(target.parent)

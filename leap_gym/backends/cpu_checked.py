@@ -31,7 +31,6 @@ _ACCESS_RE = re.compile(r"\b(READ|WRITE) of size (\d+)")
 _SEGV_ACCESS_RE = re.compile(r"caused by a (READ|WRITE) memory access")
 _FRAME_RE = re.compile(r"^\s*#(\d+) 0x[0-9a-f]+ in (\S+)(?: [^\n]*?)?\s(\S*?kernel\.cu):(\d+)", re.M)
 _REGION_RE = re.compile(r"is located (\d+) bytes (?:to the )?(right|left|inside) of (\d+)-byte region")
-_SUMMARY_RE = re.compile(r"SUMMARY: AddressSanitizer: [^\n]*")
 
 _KIND_TEXT = {
     "heap-buffer-overflow": "out-of-bounds",

@@ -32,8 +32,7 @@ from typing import Any, Callable
 from leap_gym.backends.base import Availability, Backend, KernelRuntimeError
 from leap_gym.backends.cuda_driver import CudaCallError as _CudaCallError
 from leap_gym.backends.cuda_driver import call as _call, device_attribute, driver as _driver
-from leap_gym.backends.cuda_errors import (CUDA_ERRORS, CudaErrorInfo, error_info, error_name,  # noqa: F401
-                                           error_name_from_torch, format_error)
+from leap_gym.backends.cuda_errors import error_info, error_name, error_name_from_torch, format_error
 from leap_gym.evaluation.kernels import KernelSignature, LaunchError
 from leap_gym.backends.timing import TimingStats, time_gpu
 

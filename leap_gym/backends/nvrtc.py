@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
+from leap_gym.cache import cache_dir
 from leap_gym.result import Diagnostic, KernelResources
 
 log = logging.getLogger(__name__)
@@ -58,10 +59,6 @@ class CompileResult:
 
 class NvrtcUnavailable(RuntimeError):
     """NVRTC could not be loaded; the message says what to install."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("LEAP_GYM_CACHE", Path.home() / ".cache" / "leap_gym"))
 
 
 @lru_cache(maxsize=1)

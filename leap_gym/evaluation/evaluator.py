@@ -89,7 +89,7 @@ class Evaluator:
         with self._lock:
             if checked:
                 if self._checked_pool is None:
-                    from leap_gym.backends.cpu import checked_worker_env
+                    from leap_gym.backends.cpu_checked import checked_worker_env
 
                     self._checked_pool = WorkerPool(size=1, limits=SandboxLimits(address_space_bytes=None),
                                                     env=checked_worker_env(), preload=["torch", "leap_gym.evaluation.languages"])
@@ -164,7 +164,7 @@ class Evaluator:
 
     def _locate_fault(self, task: Task, parsed: ParsedResponse, result: EvalResult) -> None:
         """Rerun a crashed response in an AddressSanitizer build to name the faulting kernel line."""
-        from leap_gym.backends.cpu import describe_memory_error
+        from leap_gym.backends.cpu_checked import describe_memory_error
 
         job = replace(self.job_for(task, parsed, checked=True), trials=1)
         outcome = self._get_pool(checked=True).run("leap_gym.evaluation.languages:run_job", job, timeout=self.config.timeout_s * 2)

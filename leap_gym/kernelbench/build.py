@@ -68,7 +68,7 @@ def build_extensions(extensions: list[Extension]) -> tuple[dict[str, Any], float
 
     from torch.utils.cpp_extension import load_inline
 
-    from leap_gym.backends.nvrtc import cache_dir
+    from leap_gym.cache import cache_dir
 
     start = time.perf_counter()
     modules = {}

@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from leap_gym.cache import default_cache_dir
 from leap_gym.sandbox.host import (ReplyTooBig, ReplyUnpickler, TransportTimeout, UidLease, Worker, clear_dir,
                                     exit_text, has_strays, needed_paths, recv, send, share_with_group, split_code,
                                     unreachable_ancestor, device_groups, remove_stale_bases)
@@ -360,7 +361,7 @@ class WorkerPool:
             if self.drop_privileges:  # the caller's ~/.cache is usually out of an unprivileged uid's reach
                 out["LEAP_GYM_CACHE"] = os.path.join(tempfile.gettempdir(), f"leap_gym_cache_{os.getuid()}")
             else:
-                out["LEAP_GYM_CACHE"] = str(Path.home() / ".cache" / "leap_gym")
+                out["LEAP_GYM_CACHE"] = str(default_cache_dir())
         return out
 
     def _start(self, slot: int) -> tuple[Worker | None, WorkerOutcome | None]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from leap_gym.backends.base import KernelRuntimeError
 from leap_gym.cache import cache_dir
-from leap_gym.evaluation.kernels import strip_comments
+from leap_gym.evaluation.parse import strip_comments
 
 log = logging.getLogger(__name__)
 

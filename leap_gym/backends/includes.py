@@ -42,7 +42,7 @@ class IncludeViolation:
 
 def _logical_lines(source: str) -> list[tuple[int, str]]:
     """(first physical line, text) of each logical line: continuations joined, comments blanked."""
-    from leap_gym.evaluation.kernels import strip_comments
+    from leap_gym.evaluation.parse import strip_comments
 
     physical = strip_comments(source.replace("\r\n", "\n")).split("\n")
     lines: list[tuple[int, str]] = []

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import torch
 
+from leap_gym.evaluation.parse import strip_comments
+
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_GRID_DIMS = (2**31 - 1, 65535, 65535)
@@ -84,18 +86,6 @@ _GLOBAL_RE = re.compile(
     + r"([A-Za-z_]\w*)\s*\(([^()]*)\)"
 )
 _EXTERN_C_BLOCK_RE = re.compile(r'extern\s+"C"\s*\{|[{}]')
-
-
-def strip_comments(source: str) -> str:
-    """Remove C/C++ comments, keeping newlines so line numbers stay valid."""
-
-    def blank(match: re.Match[str]) -> str:
-        text = match.group(0)
-        if text.startswith("/"):
-            return re.sub(r"[^\n]", " ", text)
-        return text  # a string or char literal
-
-    return re.sub(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', blank, source, flags=re.S)
 
 
 def _parse_param(text: str, index: int) -> KernelParam:

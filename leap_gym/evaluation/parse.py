@@ -248,33 +248,46 @@ def scan_blocks(text: str) -> list[_Block]:
     return blocks
 
 
-def _strip_c_comments(source: str) -> str:
-    """C/C++ source with comments blanked and string/char literals emptied (linear scan)."""
+_NOT_NEWLINE_RE = re.compile(r"[^\n]")
+
+
+def strip_comments(source: str, blank_strings: bool = False) -> str:
+    """C/C++ source with its comments blanked to spaces (newlines kept, so offsets and line numbers stay
+    valid), in one linear pass (an unterminated ``/*`` costs no more than a closed one).
+
+    Args:
+        blank_strings: also blank the contents of string and char literals (``"C"`` of ``extern "C"`` kept),
+            so that code-looking text inside a literal is not taken for code.
+    """
     out: list[str] = []
     i, n = 0, len(source)
     while i < n:
         c = source[i]
-        if c == "/" and i + 1 < n and source[i + 1] == "/":
+        if source.startswith("//", i):
             j = source.find("\n", i)
-            i = n if j < 0 else j
-        elif c == "/" and i + 1 < n and source[i + 1] == "*":
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+        elif source.startswith("/*", i):
             j = source.find("*/", i + 2)
             j = n if j < 0 else j + 2
-            out.append("\n" * source.count("\n", i, j))
-            i = j
+            out.append(_NOT_NEWLINE_RE.sub(" ", source[i:j]))
         elif c in "\"'":
             j = i + 1
             while j < n and source[j] != c and source[j] != "\n":
                 j += 2 if source[j] == "\\" else 1
-            literal = source[i:j + 1]
-            out.append(literal if literal == '"C"' else c + c)  # keep the "C" of extern "C"
-            i = j + 1
+            closed = j < n and source[j] == c
+            j = j + 1 if closed else min(j, n)
+            literal = source[i:j]
+            if not blank_strings or literal == '"C"':
+                out.append(literal)
+            else:  # an unterminated literal is blanked to its line's end
+                out.append(c + " " * (len(literal) - 2) + c if closed else c + " " * (len(literal) - 1))
         else:
             j = i + 1
             while j < n and source[j] not in "/\"'":
                 j += 1
             out.append(source[i:j])
-            i = j
+        i = j
     return "".join(out)
 
 
@@ -286,7 +299,7 @@ def has_extern_c_kernel(cuda: str) -> bool:
     """
     if "extern" not in cuda or "__global__" not in cuda:
         return False
-    code = _strip_c_comments(cuda)
+    code = strip_comments(cuda, blank_strings=True)
     stack: list[bool] = []   # per open brace: does it open an `extern "C" {` block?
     open_extern_blocks = 0
     pending_extern = False   # an `extern "C"` whose declaration has not ended
@@ -402,7 +415,7 @@ def parse_response(text: str, wrapper: str = "") -> ParsedResponse:
         raise FormatError("the ```cuda block contains a NUL character", line=cuda_block.first_line, expected=expected)
     if not has_extern_c_kernel(cuda):
         what = ("its __global__ kernels are not declared extern \"C\" (C linkage keeps the names that "
-                "kernels.<name> uses)") if "__global__" in _strip_c_comments(cuda) else "it has no __global__ kernel"
+                "kernels.<name> uses)") if "__global__" in strip_comments(cuda, blank_strings=True) else "it has no __global__ kernel"
         raise FormatError(f"the ```cuda block (response line {cuda_block.first_line}) has no `extern \"C\" "
                           f"__global__` kernel: {what}", line=cuda_block.first_line, expected=expected)
     if python_blocks:

@@ -27,7 +27,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from leap_gym.evaluation.kernels import parse_kernel_signatures, strip_comments
+from leap_gym.evaluation.kernels import parse_kernel_signatures
+from leap_gym.evaluation.parse import strip_comments
 from leap_gym.kernelbench.host import Untranslatable, function_header, translate_declarations, translate_function
 from leap_gym.kernelbench.runtime import C_HELPERS
 from leap_gym.evaluation.parse import ParsedResponse, python_only_block

@@ -11,7 +11,7 @@ import torch
 from leap_agents.training.mini.data import EOS, Split, as_response, mini_tasks, reference_cuda, render_prompt
 from leap_agents.training.mini.judge import Judge
 from leap_agents.training.mini.model import MiniModelConfig, build_model, train_tokenizer, wrap_tokenizer
-from leap_agents.training.mini.mutants import DRAFT_OPERATORS
+from leap_gym.tasks.mutants import DRAFT_OPERATORS
 from leap_agents.training.mini.policy import MiniPolicy
 from leap_agents.training.mini.rl import ArmConfig, Traj, TurnRecord, ppo_kl_loss, update
 from leap_agents.training.mini.warmup import build_examples

@@ -4,7 +4,7 @@ The data are chat histories the environment really produces, on LEAP-mini's trai
 held-out tasks are never seen; `check_split` asserts it):
 
 - first turn: the environment's task prompt -> a reference solution in the short form (``cuda`` block);
-- repair: the task prompt, a mutant of the reference (`leap_agents.training.mini.mutants`) as the assistant's
+- repair: the task prompt, a mutant of the reference (`leap_gym.tasks.mutants`) as the assistant's
   answer, the environment's real feedback on it (judged on the ``cpu`` backend) -> the reference.
   Mutants that pass are dropped.
 
@@ -104,7 +104,7 @@ def build_examples(tasks: list[Any], train_ids: list[str], judge: Any, mutants_p
     from leap_gym.evaluation.feedback import render_feedback, render_prompt
 
     from leap_agents.training.mini.data import as_response, reference_cuda
-    from leap_agents.training.mini.mutants import mutants
+    from leap_gym.tasks.mutants import mutants
     from leap_agents.training.synthetic_tasks import wrong_operator_kernels
 
     by_id = {t.id: t for t in tasks}

@@ -30,6 +30,7 @@ import hashlib
 import json
 import logging
 import math
+import random
 import re
 import zlib
 from concurrent.futures import Future
@@ -43,6 +44,7 @@ from gymnasium import spaces
 
 from leap_gym.result import CORRECT, STATUSES, EvalResult
 from leap_gym.tasks import Task, input_numel
+from leap_gym.tasks.mutants import OPERATORS
 
 log = logging.getLogger(__name__)
 
@@ -81,30 +83,27 @@ def _block_size_variant(size: int) -> Callable[[str], str]:
     return edit
 
 
-def _sub_first(pattern: str, repl: str) -> Callable[[str], str]:
-    return lambda source: re.sub(pattern, repl, source, count=1)
-
-
 def _rename_kernel(cuda: str) -> str:
     match = re.search(r"__global__\s+void\s+(\w+)", cuda)
     return cuda if match is None else re.sub(rf"\b{match.group(1)}\b", match.group(1) + "_v2", cuda, count=1)
 
 
-def _drop_semicolon(cuda: str) -> str:
-    body = cuda.find("{")
-    semi = cuda.find(";", body)
-    return cuda if body < 0 or semi < 0 else cuda[:semi] + cuda[semi + 1:]
+def _bug(operator: str) -> Callable[[str], str]:
+    """A seeded application of one of `leap_gym.tasks.mutants`'s operators (the source unchanged where it does
+    not apply)."""
+    fn = {op.name: op.fn for op in OPERATORS}[operator]
+    return lambda cuda: fn(cuda, random.Random(0)) or cuda
 
 
 # (kind, block, edit): edits of a reference solution, most informative first.
 _MUTATIONS: list[tuple[str, str, Callable[[str], str]]] = [
     ("variant:block128", "python", _block_size_variant(128)),
-    ("mutant:syntax_slip", "cuda", _drop_semicolon),
-    ("mutant:wrong_index", "cuda", _sub_first(r"threadIdx\.x(?!\s*\+\s*1)", "threadIdx.x + 1")),
+    ("mutant:syntax_slip", "cuda", _bug("missing_semicolon")),
+    ("mutant:wrong_index", "cuda", _bug("wrong_index")),
     ("mutant:renamed_kernel", "cuda", _rename_kernel),
-    ("mutant:no_bound_check", "cuda", _sub_first(r"if\s*\(\s*(\w+)\s*<\s*(\w+)\s*\)", "if (true)")),
-    ("mutant:wrong_sign", "cuda", _sub_first(r"(=[^=;\n]*?) \+ ", r"\1 - ")),
-    ("mutant:half_grid", "python", _sub_first(r"\+\s*255\)\s*//\s*256", "+ 255) // 512")),
+    ("mutant:no_bound_check", "cuda", _bug("missing_bound_check")),
+    ("mutant:wrong_operator", "cuda", _bug("wrong_operator")),
+    ("mutant:half_grid", "python", lambda python: re.sub(r"\+\s*255\)\s*//\s*256", "+ 255) // 512", python, count=1)),
     ("variant:block512", "python", _block_size_variant(512)),
 ]
 

@@ -9,7 +9,7 @@ Data, from the training split only:
   on a few branch tokens: first-attempt success has room to grow, and policy gradient moves it by
   shifting those branches instead of breaking memorised tokens;
 - repair examples: each reference is mutated (wrong index, missing bound check, missing
-  ``__syncthreads``, syntax slips, wrong operator; `leap_agents.training.mini.mutants`), every mutant is
+  ``__syncthreads``, syntax slips, wrong operator; `leap_gym.tasks.mutants`), every mutant is
   evaluated in the environment, and a mutant that really fails becomes
   ``prompt(task, mutant, its real feedback) -> reference``. Mutants that pass are dropped.
 
@@ -37,7 +37,7 @@ from leap_agents.training.mini.data import (EOS, Split, as_response, check_split
                                    render_prompt, task_header)
 from leap_agents.training.mini.model import MiniModelConfig, build_model, load_policy, save_policy, train_tokenizer, wrap_tokenizer
 from leap_agents.training.mini.judge import Judge
-from leap_agents.training.mini.mutants import DRAFT_OPERATORS, mutants
+from leap_gym.tasks.mutants import DRAFT_OPERATORS, mutants
 from leap_agents.training.mini.policy import MiniPolicy
 from leap_gym.result import CORRECT, EvalResult
 from leap_gym.tasks import Task

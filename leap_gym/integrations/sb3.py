@@ -26,22 +26,19 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
 import random
 import re
 import zlib
-from concurrent.futures import Future
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from leap_gym.evaluation.memo import CachingEvaluator, EvalCache, cacheable
 from leap_gym.result import CORRECT, STATUSES, EvalResult
 from leap_gym.tasks import Task, input_numel
 from leap_gym.tasks.mutants import OPERATORS
@@ -151,105 +148,6 @@ def make_candidates(task: Task, num_candidates: int, seed: int = 0, shuffle: boo
         rng = np.random.default_rng([seed, zlib.crc32(task.id.encode())])
         chosen = [chosen[i] for i in rng.permutation(len(chosen))]
     return chosen
-
-
-# ------------------------------------------------------------------------------------------------ caching
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:24]
-
-
-class EvalCache:
-    """Results per (task id, size, size overrides, backend, response hash); optionally kept in a JSON file.
-
-    Args:
-        path: a JSON file to load from (if it exists) and `save` to.
-    """
-
-    def __init__(self, path: str | Path | None = None):
-        self.path = Path(path) if path is not None else None
-        self.results: dict[str, EvalResult] = {}
-        self.hits = 0
-        self.misses = 0
-        if self.path is not None and self.path.exists():
-            data = json.loads(self.path.read_text())
-            self.results = {k: EvalResult.from_dict(v) for k, v in data.items()}
-
-    @staticmethod
-    def key(task: Task, response: str, backend: str) -> str:
-        sizes = ",".join(f"{k}={v}" for k, v in sorted(task.overrides.items()))
-        return f"{task.id}|{task.size}|{sizes}|{backend}|{_digest(response)}"
-
-    def get(self, key: str) -> EvalResult | None:
-        return self.results.get(key)
-
-    def put(self, key: str, result: EvalResult) -> None:
-        self.results[key] = result
-
-    def save(self, path: str | Path | None = None) -> Path:
-        """Write the cache as JSON (to `path`, else the path it was made with)."""
-        target = Path(path) if path is not None else self.path
-        if target is None:
-            raise ValueError("EvalCache.save needs a path: EvalCache(path=...) or save(path)")
-        target.write_text(json.dumps({k: v.to_dict() for k, v in self.results.items()}))
-        return target
-
-    def __len__(self) -> int:
-        return len(self.results)
-
-
-#: Sub-statuses that say the evaluation machinery failed (a worker killed for memory, a broken worker),
-#: not the response: such results are returned but not cached, so the next request judges again.
-INFRASTRUCTURE_DETAILS = frozenset({"oom", "worker_error", "exception"})
-
-
-def cacheable(result: EvalResult) -> bool:
-    """Whether a result is a deterministic verdict on the response (and may be cached)."""
-    return result.detail not in INFRASTRUCTURE_DETAILS
-
-
-class CachingEvaluator:
-    """An `Evaluator` in front of an `EvalCache`: a response judged once is never judged again.
-
-    Everything but `evaluate` and `submit` is the wrapped evaluator's (``backend``, ``config``, ``close``).
-    """
-
-    def __init__(self, evaluator: Any, cache: EvalCache | None = None):
-        self.evaluator = evaluator
-        self.cache = cache if cache is not None else EvalCache()
-
-    def _key(self, task: Task, response: str) -> str:
-        if not task.size:
-            task = task.with_size(self.evaluator.backend.size_preset)
-        return EvalCache.key(task, response, self.evaluator.config.backend)
-
-    def evaluate(self, task: Task, response: str) -> EvalResult:
-        key = self._key(task, response)
-        cached = self.cache.get(key)
-        if cached is not None:
-            self.cache.hits += 1
-            return cached
-        self.cache.misses += 1
-        result = self.evaluator.evaluate(task, response)
-        if cacheable(result):
-            self.cache.put(key, result)
-        return result
-
-    def submit(self, task: Task, response: str) -> Future:
-        key = self._key(task, response)
-        cached = self.cache.get(key)
-        if cached is not None:
-            future: Future = Future()
-            future.set_result(cached)
-            return future
-        future = self.evaluator.submit(task, response)
-        future.add_done_callback(lambda f: self.cache.put(key, f.result())
-                                 if f.exception() is None and cacheable(f.result()) else None)
-        return future
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.evaluator, name)
 
 
 # ------------------------------------------------------------------------------------------------ features
@@ -476,5 +374,5 @@ def success_rate(env: CandidateChoiceEnv, policy: Callable[[np.ndarray], int], e
     return solved / episodes
 
 
-__all__ = ["Candidate", "CandidateChoiceEnv", "CachingEvaluator", "EvalCache", "FeatureSpec", "LEVELS", "TAG_VOCAB", "cacheable",
+__all__ = ["Candidate", "CandidateChoiceEnv", "FeatureSpec", "LEVELS", "TAG_VOCAB",
            "make_candidate_env", "make_candidates", "result_features", "success_rate", "task_features"]

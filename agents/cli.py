@@ -7,11 +7,12 @@ import json
 import logging
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-#: The preset of a ``leap-train`` whose arguments name neither a preset nor a config file.
-DEFAULT_PRESET = "smoke"
+#: The preset of a ``leap-train`` whose arguments name neither a preset nor a config file: LEAP-mini.
+DEFAULT_PRESET = "leap-mini"
 
 
 def _split_overrides(extra: list[str], parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
@@ -39,20 +40,18 @@ def train_main(argv: list[str] | None = None) -> int:
     from leap_agents.training.config import available_presets, help_lines, load_config
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv:  # the main job: LEAP-mini, a shortened LEAP training of a small policy on the CPU
-        from leap_agents.training.mini.main import mini_main
-
-        return mini_main([])
     parser = argparse.ArgumentParser(
         prog="leap-train", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Train an LLM policy on the LEAP gym. Without arguments: LEAP-mini (python -m leap_agents.training.mini), "
-                    "a shortened LEAP training of a small policy built here, on the CPU. With arguments, "
-                    f"the '{DEFAULT_PRESET}' preset unless --preset or --config says otherwise. Any config key can "
-                    "be overridden with --key value or --set key=value.",
+        description="Train an LLM policy on the LEAP gym with LEAP (DCP + rank reward) or a baseline (--arm). "
+                    f"The '{DEFAULT_PRESET}' preset unless --preset or --config says otherwise: LEAP-mini, a shortened "
+                    "LEAP training of a small policy built here, on the CPU. Any config key can be overridden with "
+                    "--key value or --set key=value.",
         epilog="config keys (default): help\n" + "\n".join(help_lines()))
     parser.add_argument("--config", help="YAML config file (over the preset)")
     parser.add_argument("--preset", help=f"named preset: {', '.join(available_presets())}")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    parser.add_argument("--arm", choices=["leap", "multi_turn", "single_turn"],
+                        help="train a baseline arm instead of what the config says (multi_turn: Kevin's return, no DCP)")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     parser.add_argument("--log-level", default="INFO")
     args, extra = parser.parse_known_args(argv)
@@ -68,23 +67,94 @@ def train_main(argv: list[str] | None = None) -> int:
         config = load_config(args.config, preset, overrides)
     except (KeyError, ValueError, FileNotFoundError) as exc:
         parser.error(str(exc))
-    from leap_agents.training.config import to_dict
+    from leap_agents.training.config import arm_config, to_dict
 
+    if args.arm:
+        config = arm_config(config, args.arm)
     if args.print_config:
         print(json.dumps(to_dict(config), indent=2))
         return 0
-    from leap_agents.training.trainer import LeapTrainer
-
     from leap_agents.training.step_estimate import estimate_step
+    from leap_agents.training.trainer import LeapTrainer, select_tasks
 
+    start = time.perf_counter()
     trainer = LeapTrainer(config)
     print(estimate_step(trainer.policy, config, trainer.tasks[0]).describe(), flush=True)
+    parts = {"train": trainer.tasks}
+    if config.split:
+        parts["held_out"] = select_tasks(config, "train" if config.split == "held_out" else "held_out")
+    samples = config.run.eval_samples
+    before = {k: trainer.judge(v, samples) for k, v in parts.items()} if samples and trainer.step == 0 else {}
     history = trainer.train()
-    final = history[-1] if history else {}
-    print(f"done: {trainer.step} steps in {config.run.output_dir}" +
-          (f"; last step pass@1 {final['pass_at_1']:.3f}, solve rate {final['solve_rate']:.3f}, "
-           f"loss {final['loss']:.4f}" if final else " (already complete)"))
+    after = {k: trainer.judge(v, samples, seed=54321) for k, v in parts.items()} if samples else {}
+    print_summary(config, history, before, after, time.perf_counter() - start)
+    print(f"done: {trainer.step} steps in {config.run.output_dir}")
+    if history:
+        (trainer.out / "summary.json").write_text(json.dumps(
+            {"before": before, "after": after, "history": history, "seconds": time.perf_counter() - start},
+            indent=1, default=str))
+        plot_curve(history, trainer.out / "curve.png", before.get("train"), after.get("train"))
+        print(f"wrote {trainer.out / 'summary.json'}, {trainer.out / 'curve.png'} and {trainer.out / 'report.html'}")
     return 0
+
+
+def print_summary(config: Any, history: list[dict[str, float]], before: dict[str, Any], after: dict[str, Any],
+                  seconds: float) -> None:
+    """The run in a few lines: time, the judged pass@1 before and after, DCP's decisions, the probe."""
+    if not history:
+        print(f"done: nothing to train, {config.run.output_dir} is already at step {config.run.steps}")
+        return
+    spent = {k: sum(h[f"time_{k}"] for h in history) for k in ("generation", "evaluation", "update")}
+    print(f"\n{len(history)} steps on the {config.backend} backend in {sum(h['wall_s'] for h in history):.0f} s of "
+          f"training (generation {spent['generation']:.0f} s, evaluation {spent['evaluation']:.0f} s, update "
+          f"{spent['update']:.0f} s); {seconds:.0f} s in all")
+    if before or after:
+        print(f"{'judged (' + str(config.run.eval_samples) + ' samples per task)':<34} {'pass@1':>7}   pass by turn")
+        for when, judged in (("before", before), ("after", after)):
+            for part, ev in judged.items():
+                by_turn = " ".join(f"{x:.2f}" for x in ev["pass_by_turn"])
+                print(f"{when + ' / ' + part:<34} {ev['pass_at_1']:>7.2f}   {by_turn}")
+    turns = [sum(h[f"stop_{r}"] for h in history) for r in ("easy_group", "hopeless_no_progress", "hopeless_history",
+                                                             "refine", "solved", "max_turns")]
+    responses = sum(h["responses"] for h in history)
+    first = sum(h["trajectories"] for h in history)
+    print(f"turns: {responses:.0f} ({first:.0f} first turns, {responses - first:.0f} refinement turns, "
+          f"{(responses - first) / max(responses, 1):.0%}); trajectories stopped by DCP: easy {turns[0]:.0f}, hopeless "
+          f"{turns[1] + turns[2]:.0f}; by success {turns[4]:.0f}, by the budget {turns[5]:.0f}")
+    if "reference_p" in history[-1]:
+        print(f"P(first-turn sample = reference), training tasks, after each step: "
+              f"{history[0]['reference_p']:.3f} -> {history[-1]['reference_p']:.3f}")
+
+
+def plot_curve(history: list[dict[str, float]], path: Path, before: dict | None = None, after: dict | None = None) -> None:
+    """Rollout pass@1 (and the reference probability, when probed) against the training wall-clock."""
+    import itertools
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    clock = [t / 60 for t in itertools.accumulate(h["wall_s"] for h in history)]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    raw = [h["pass_at_1"] for h in history]
+    smooth = [sum(raw[max(0, i - 2): i + 1]) / len(raw[max(0, i - 2): i + 1]) for i in range(len(raw))]
+    ax.plot(clock, raw, marker="o", alpha=0.35, label="each step's rollouts (first turn)")
+    ax.plot(clock, smooth, linewidth=2.5, label="mean of the last 3 steps")
+    if "reference_p" in history[0]:
+        ax.plot(clock, [h["reference_p"] for h in history], linewidth=2.5, color="tab:red",
+                label="P(first-turn sample = reference), training tasks")
+    if before and after:
+        ax.plot([0, clock[-1]], [before["pass_at_1"], after["pass_at_1"]], "s--", color="black",
+                label="judged on every training task, before and after")
+    ax.set_xlabel("training wall-clock (min)")
+    ax.set_ylabel("pass@1")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def _build_eval_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:

@@ -1,20 +1,21 @@
-"""LEAP-mini: LEAP against single-turn GRPO and full multi-turn refinement (Kevin, gamma 0.4), on a CPU.
+"""LEAP against single-turn GRPO and full multi-turn refinement (Kevin, gamma 0.4), through the trainer.
 
-All three arms start from the same cached warm-up checkpoint (`leap_agents.training.mini.warmup`), with the same
-seeds, the same prompt budget (tasks per step x group size x steps) and the same update (clipped PPO,
-`--epochs` inner epochs, KL penalty `--kl-coef` to the warm-up policy), real NVRTC compilation and
-real kernel execution on the `cpu` backend. The three arms of a seed run back to back, in the order of
-`--arms` on even seeds and reversed on odd ones, so background load on a shared machine falls on all
-arms alike; the 1-minute load average is recorded with every run. Every step records pass@1 and pass
-by turn of its rollout (on-policy, before the update; the training tasks), the wall-clock split into
-generation, evaluation and update, turns spent and DCP decisions. Before training and after every
-run, every training and held-out task is judged `--eval-samples` times with full refinement (no
+The race runs a preset (or a config file) of `leap-train`, LEAP-mini by default: the three arms are
+`leap_agents.training.config.arm_config` of it and differ in nothing else (reward scheme, DCP, turn budget);
+each starts from the same policy (the preset's warm-up) with the same seeds, the same prompt budget (tasks
+per step x group size x steps) and the same update, with real NVRTC compilation and real kernel execution on
+the ``cpu`` backend, through `leap_agents.training.trainer.LeapTrainer`, the trainer that trains every model.
+The three arms of a seed run back to back, in the order of `--arms` on even seeds and reversed on odd ones,
+so background load on a shared machine falls on all arms alike; the 1-minute load average is recorded with
+every run. Every step records pass@1 and pass by turn of its rollout (on-policy, before the update), the
+wall-clock split into generation, evaluation and update, turns spent and DCP decisions. Before training and
+after every run, every training and held-out task is judged `--eval-samples` times with full refinement (no
 pruning), outside the timed training clock.
 
 Every step also records, off the clock, the probability that a first-turn sample (at the training
-temperature) is exactly the task's reference solution, averaged over every training task: the policy's
-failures are slips from memorised references, so this lower bound on first-turn pass@1 moves with
-it and carries none of the sampling noise of a 24-trajectory rollout. The race is run on it.
+temperature) is exactly the task's reference solution, averaged over every training task (the trainer's
+``reference`` probe): it moves with first-turn pass@1 and carries none of the sampling noise of a rollout
+of a few dozen trajectories. The race is run on it.
 
 Printed at the end, side by side: per arm, pass@1 and pass by turn on the training tasks before and
 after (mean and spread over seeds), self-correction (pass within the turn budget minus first-turn
@@ -25,31 +26,32 @@ gain of at least 0.15 and more than twice its seed spread); and each criterion o
 short. Written: ``leap_vs_baselines.json`` and ``leap_vs_baselines.png`` (reference probability
 against wall-clock, one line per arm, spread shaded).
 
-    python benchmarks/leap_vs_baselines.py           # 3 seeds x 24 steps x 6 tasks x G=4, 16 samples per task judged
-    python benchmarks/leap_vs_baselines.py --quick   # a few minutes: 1 seed, 2 steps, small batches
+    python benchmarks/leap_vs_baselines.py                       # LEAP-mini: 3 seeds x 24 steps x 6 tasks x G=4
+    python benchmarks/leap_vs_baselines.py --quick               # a few minutes: 1 seed, 2 steps, small batches
+    python benchmarks/leap_vs_baselines.py --preset smollm2 --set run.tasks_per_step=4   # any trainable policy
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import itertools
 import json
+import math
 import logging
 import os
 import statistics
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from leap_agents.training.mini.judge import Judge
-from leap_agents.training.mini.rl import ARMS, ArmConfig, ReferenceProbe, evaluate_policy, stats_dict, train_arm
-from leap_agents.training.mini.warmup import WarmupConfig, pick_backend, warmup_policy
-from leap_agents.training.run_record import mini_step_hook
-from leap_gym.report import RunRecorder, write_report
+from leap_agents.training.callbacks import ReferenceProbe
+from leap_agents.training.config import ARMS, arm_config, load_config, to_dict
+from leap_agents.training.evaluate import evaluate_policy
+from leap_agents.training.trainer import LeapTrainer, build_policy, select_tasks
+from leap_gym.report import write_report
 
 log = logging.getLogger("leap_vs_baselines")
 ARM_LABELS = {"leap": "LEAP", "multi_turn": "multi-turn (Kevin)", "single_turn": "single-turn GRPO"}
@@ -138,67 +140,77 @@ def self_correction(ev: dict) -> float:
     return ev["pass_by_turn"][-1] - ev["pass_by_turn"][0]
 
 
+def race_config(args: argparse.Namespace) -> Any:
+    """The preset or config file, with the race's overrides (steps, batch, judging) and ``--set`` pairs."""
+    overrides = [tuple(item.split("=", 1)) for item in args.set]
+    config = load_config(args.config, args.preset if not args.config else None, overrides)
+    for key, value in (("steps", args.steps), ("tasks_per_step", args.tasks_per_step),
+                       ("eval_samples", args.eval_samples)):
+        if value is not None:
+            setattr(config.run, key, value)
+    if args.group_size is not None:
+        config.rollout.group_size = args.group_size
+    config.run.probe, config.run.resume, config.run.tensorboard = "reference", False, False
+    config.run.save_every = 10 ** 9  # the race keeps no checkpoints: one at each run's end
+    return config
+
+
 def run(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
-    warm_cfg = WarmupConfig(sft_steps=args.sft_steps)
+    config = race_config(args)
     t0 = time.perf_counter()
-    policy, split, warm_meta = warmup_policy(warm_cfg, backend=args.backend)
+    policy = build_policy(config)
     warm_s = time.perf_counter() - t0
-    from leap_agents.training.mini.data import mini_tasks
+    train = select_tasks(config)
+    held = select_tasks(config, "held_out") if config.split == "train" else []
+    start_state = {n: p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
+    r = config.rollout
+    samples = config.run.eval_samples
 
-    by_id = {t.id: t for t in mini_tasks()}
-    train = [by_id[i] for i in split.train]
-    held = [by_id[i] for i in split.held_out]
-    backend = args.backend or pick_backend()
-    start_state = copy.deepcopy(policy.model.state_dict())
+    def judge_policy(seed: int) -> dict:
+        judged = {"train": evaluate_policy(policy, train, config.backend, samples, r.max_turns, r.temperature, seed,
+                                           r.max_new_tokens, r.eval_workers)}
+        if held:
+            judged["held_out"] = evaluate_policy(policy, held, config.backend, samples, r.max_turns, r.temperature,
+                                                 seed + 1, r.max_new_tokens, r.eval_workers)
+        return judged
+
+    initial = judge_policy(12345)
+    probe_engine = LeapTrainer(config, policy=policy, tasks=train).engine
+    initial["reference_p"] = ReferenceProbe(policy, train, probe_engine.first_histories([t.id for t in train]),
+                                            r.temperature)()
+    log.info("start policy: train pass@1 %.3f by turn %s; held-out %s (%d samples per task)",
+             initial["train"]["pass_at_1"], initial["train"]["pass_by_turn"],
+             initial.get("held_out", {}).get("pass_at_1"), samples)
     runs: dict[str, list[dict]] = {arm: [] for arm in args.arms}
-
-    def judge_policy(judge: Judge, seed: int) -> dict:
-        return {"train": evaluate_policy(policy, train, judge, args.eval_samples, args.max_turns, args.temperature,
-                                         seed=seed),
-                "held_out": evaluate_policy(policy, held, judge, args.eval_samples, args.max_turns,
-                                            args.temperature, seed=seed + 1)}
-
-    with Judge(backend, workers=args.workers) as judge:
-        initial = judge_policy(judge, 12345)
-    initial["reference_p"] = ReferenceProbe(policy, train, args.temperature)()
-    log.info("start policy: train pass@1 %.3f by turn %s; held-out %.3f by turn %s (%d samples per task)",
-             initial["train"]["pass_at_1"], initial["train"]["pass_by_turn"], initial["held_out"]["pass_at_1"],
-             initial["held_out"]["pass_by_turn"], args.eval_samples)
+    runs_dir = Path(args.runs_dir) if args.runs_dir else Path(args.out) / "runs"
     for seed in range(args.seeds):
         for arm in arm_order(args.arms, seed):
-            policy.model.load_state_dict(start_state)
-            cfg = ArmConfig(arm=arm, steps=args.steps, tasks_per_step=args.tasks_per_step, group_size=args.group_size,
-                            max_turns=args.max_turns, lr=args.lr, temperature=args.temperature, epochs=args.epochs,
-                            kl_coef=args.kl_coef, easy_threshold=args.easy_threshold, seed=seed)
+            policy.model.load_state_dict(start_state, strict=False)
+            cfg = arm_config(config, arm)
+            cfg.run.seed, cfg.run.output_dir = seed, str(runs_dir / f"{arm}-seed{seed}")
             load_before = load_average()
-            # A fresh response memo per run; the workers' compile cache on disk is shared (see --arms).
-            with Judge(backend, workers=args.workers) as judge:
-                judge([(train[0], "```cuda\n" + "// warm the worker\n```")])  # start workers off the clock
-                if args.runs_dir:
-                    with RunRecorder(Path(args.runs_dir) / f"{arm}-seed{seed}", ARM_LABELS[arm], arm, "leap_vs_baselines",
-                                     cfg.max_turns, cfg.group_size, asdict(cfg)) as rec:
-                        history = train_arm(policy, train, cfg, judge, on_step=mini_step_hook(rec, arm, cfg.gamma))
-                else:
-                    history = train_arm(policy, train, cfg, judge)
-                load_after = load_average()
-                final = judge_policy(judge, 54321 + seed)
-            runs[arm].append({"seed": seed, "config": asdict(cfg), "history": [stats_dict(s) for s in history],
-                              "before": initial, "final": final,
-                              "load_average_1min": {"start": load_before, "end_of_training": load_after}})
+            trainer = LeapTrainer(cfg, policy=policy, tasks=train)
+            history = trainer.train()
+            load_after = load_average()
+            final = judge_policy(54321 + seed)
+            runs[arm].append({"seed": seed, "config": to_dict(cfg), "history": history, "before": initial,
+                              "final": final, "load_average_1min": {"start": load_before, "end_of_training": load_after}})
             if args.out:  # the raw runs so far, in case a later run or the summary fails
                 Path(args.out).mkdir(parents=True, exist_ok=True)
                 (Path(args.out) / "leap_vs_baselines.partial.json").write_text(
                     json.dumps({"initial": initial, "runs": runs}, default=str))
-            log.info("%s seed %d done: train pass@1 %.3f -> %.3f, held-out %.3f, wall %.0f s, load %.1f/%.1f", arm,
+            log.info("%s seed %d done: train pass@1 %.3f -> %.3f, held-out %s, wall %.0f s, load %.1f/%.1f", arm,
                      seed, initial["train"]["pass_at_1"], final["train"]["pass_at_1"],
-                     final["held_out"]["pass_at_1"], sum(s.wall_s for s in history), load_before, load_after)
+                     final.get("held_out", {}).get("pass_at_1"), sum(h["wall_s"] for h in history), load_before,
+                     load_after)
+    policy.model.load_state_dict(start_state, strict=False)
     curves = {arm: reference_curve(rs, initial["reference_p"]) for arm, rs in runs.items() if rs}
     rollout_curves = {arm: arm_curve(rs, args.window) for arm, rs in runs.items() if rs}
     summary = summarize(runs, curves, rollout_curves, initial)
-    return {"args": vars(args), "backend": backend, "split": split.to_dict(), "warmup": warm_meta,
-            "warmup_seconds": warm_s, "initial": initial, "runs": runs, "curves": curves,
-            "rollout_curves": rollout_curves, "summary": summary}
+    return {"args": vars(args), "config": to_dict(config), "backend": config.backend, "warmup_seconds": warm_s,
+            "initial": initial, "runs": runs, "curves": curves, "rollout_curves": rollout_curves, "summary": summary,
+            "runs_dir": str(runs_dir)}
 
 
 def seed_speedup(base_run: dict, leap_run: dict, start: float) -> dict:
@@ -218,17 +230,19 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
     for arm, rs in runs.items():
         if not rs:
             continue
-        held = [r["final"]["held_out"]["pass_at_1"] for r in rs]
+        held = [r["final"]["held_out"]["pass_at_1"] for r in rs if "held_out" in r["final"]] or [math.nan]
         train = [r["final"]["train"]["pass_at_1"] for r in rs]
         walls = [sum(h["wall_s"] for h in r["history"]) for r in rs]
-        split = {k: statistics.fmean(sum(h[k] for h in r["history"]) for r in rs)
-                 for k in ("generation_s", "evaluation_s", "update_s")}
-        turns = statistics.fmean(sum(sum(h["turn_counts"]) for h in r["history"]) for r in rs)
-        decisions: dict[str, int] = {}
+        split = {f"{k}_s": statistics.fmean(sum(h[f"time_{k}"] for h in r["history"]) for r in rs)
+                 for k in ("generation", "evaluation", "update")}
+        turns = statistics.fmean(sum(h["responses"] for h in r["history"]) for r in rs)
+        first_turns = statistics.fmean(sum(h["trajectories"] for h in r["history"]) for r in rs)
+        decisions: dict[str, float] = {}
         for r in rs:
             for h in r["history"]:
-                for k, v in h["decisions"].items():
-                    decisions[k] = decisions.get(k, 0) + v
+                for k, v in h.items():
+                    if k.startswith("stop_") and v:
+                        decisions[k[5:]] = decisions.get(k[5:], 0) + v
         mean_by_turn = lambda part: [statistics.fmean(x) for x in zip(*[r["final"][part]["pass_by_turn"] for r in rs])]
         out["arms"][arm] = {
             "first_pass_at_1_smoothed": rollout_curves[arm]["pass_at_1"][0],
@@ -243,12 +257,12 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
             "train_pass_by_turn_after": mean_by_turn("train"),
             "self_correction_before": self_correction(initial["train"]),
             "self_correction_after": statistics.fmean(self_correction(r["final"]["train"]) for r in rs),
-            "held_out_pass_at_1_before": initial["held_out"]["pass_at_1"],
+            "held_out_pass_at_1_before": initial.get("held_out", {}).get("pass_at_1", math.nan),
             "held_out_pass_at_1": statistics.fmean(held), "held_out_spread": statistics.pstdev(held) if len(held) > 1 else 0,
-            "held_out_pass_by_turn_before": initial["held_out"]["pass_by_turn"],
-            "held_out_pass_by_turn": mean_by_turn("held_out"),
+            "held_out_pass_by_turn_before": initial.get("held_out", {}).get("pass_by_turn", []),
+            "held_out_pass_by_turn": mean_by_turn("held_out") if "held_out" in initial else [],
             "wall_s": statistics.fmean(walls), "wall_s_per_seed": walls, "wall_split_s": split, "turns": turns,
-            "decisions": decisions,
+            "refinement_turn_share": (turns - first_turns) / turns if turns else 0.0, "decisions": decisions,
             "load_average_1min": [r["load_average_1min"] for r in rs],
         }
     if "multi_turn" in curves and "leap" in curves:
@@ -281,13 +295,14 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
 
 def print_summary(result: dict) -> None:
     s = result["summary"]
-    print(f"\nLEAP-mini on the {result['backend']} backend; warm-up {result['warmup_seconds']:.0f} s "
-          f"({result['warmup'].get('parameters', 0) / 1e6:.2f}M parameters)")
+    model = result["config"]["model"]["path"]
+    print(f"\n{model} on the {result['backend']} backend; policy built (or loaded) in {result['warmup_seconds']:.0f} s")
     ini = result["initial"]
     print(f"start policy: train pass@1 {ini['train']['pass_at_1']:.3f} by turn "
-          f"{' '.join(f'{x:.2f}' for x in ini['train']['pass_by_turn'])}; held-out {ini['held_out']['pass_at_1']:.3f} "
-          f"by turn {' '.join(f'{x:.2f}' for x in ini['held_out']['pass_by_turn'])} "
-          f"({result['args']['eval_samples']} samples per task)")
+          f"{' '.join(f'{x:.2f}' for x in ini['train']['pass_by_turn'])}; held-out "
+          + (f"{ini['held_out']['pass_at_1']:.3f} by turn {' '.join(f'{x:.2f}' for x in ini['held_out']['pass_by_turn'])} "
+             if "held_out" in ini else "not judged ")
+          + f"({result['config']['run']['eval_samples']} samples per task)")
     print(f"{'arm':<12} {'rollout p@1':>12} {'train p@1 before->after (sd)':>29} {'by turn after':>22} {'self-corr':>9} "
           f"{'held-out':>9} {'wall s':>7} {'gen s':>6} {'eval s':>7} {'upd s':>6} {'turns':>6}")
     for arm, a in s["arms"].items():
@@ -297,6 +312,10 @@ def print_summary(result: dict) -> None:
               f"{a['train_pass_at_1_before']:>14.3f} -> {a['train_pass_at_1_after']:.3f} ({a['train_spread']:.3f}) "
               f"{by_turn:>22} {a['self_correction_after']:>9.2f} {a['held_out_pass_at_1']:>9.2f} {a['wall_s']:>7.0f} "
               f"{w['generation_s']:>6.0f} {w['evaluation_s']:>7.0f} {w['update_s']:>6.0f} {a['turns']:>6.0f}")
+    print(f"{'arm':<12} turns per seed, the share of refinement turns, trajectories stopped by reason (all seeds)")
+    for arm, a in s["arms"].items():
+        reasons = ", ".join(f"{k} {v:.0f}" for k, v in sorted(a["decisions"].items()))
+        print(f"{arm:<12} {a['turns']:.0f} turns, {a['refinement_turn_share']:.0%} refinement; {reasons}")
     print(f"{'arm':<12} P(first-turn sample = reference), training tasks: before -> after (per seed)")
     for arm, a in s["arms"].items():
         print(f"{arm:<12} {a['reference_p_before']:.3f} -> {a['reference_p_after']:.3f} "
@@ -321,47 +340,44 @@ def print_summary(result: dict) -> None:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="a few-minute version: 1 seed, 2 steps, small batches")
+    p.add_argument("--preset", default="leap-mini", help="the leap-train preset raced (default: LEAP-mini)")
+    p.add_argument("--config", help="a leap-train config file raced instead of the preset")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key for every arm, e.g. --set optim.lr=1e-4")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--steps", type=int, default=24)
-    p.add_argument("--tasks-per-step", type=int, default=6)
-    p.add_argument("--group-size", type=int, default=4)
-    p.add_argument("--max-turns", type=int, default=4)
-    p.add_argument("--lr", type=float, default=ArmConfig().lr)
-    p.add_argument("--epochs", type=int, default=ArmConfig().epochs, help="PPO inner epochs per batch")
-    p.add_argument("--kl-coef", type=float, default=ArmConfig().kl_coef, help="KL penalty to the start policy")
-    p.add_argument("--easy-threshold", type=float, default=ArmConfig().easy_threshold, help="DCP's easy group pass rate")
-    p.add_argument("--temperature", type=float, default=ArmConfig().temperature,
-                   help="sampling temperature (training and evaluation)")
-    p.add_argument("--sft-steps", type=int, default=WarmupConfig().sft_steps)
+    p.add_argument("--tasks-per-step", type=int, default=None, help="the config's by default")
+    p.add_argument("--group-size", type=int, default=None, help="the config's by default")
     p.add_argument("--eval-samples", type=int, default=16,
                    help="samples per task (training and held-out) judged before and after, full refinement "
                         "(16 x 19 tasks: a standard error near 0.03 per seed)")
     p.add_argument("--window", type=int, default=3, help="steps in the pass@1 smoothing window")
-    p.add_argument("--workers", type=int, default=2)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (more than 1 is far slower on a loaded 2-core box)")
-    p.add_argument("--backend", default=None, help="cpu (default where available) or compile-only")
-    p.add_argument("--arms", nargs="+", default=["leap", "multi_turn", "single_turn"], choices=ARMS,
+    p.add_argument("--arms", nargs="+", default=["leap", "multi_turn", "single_turn"], choices=sorted(ARMS),
                    help="run order of seed 0, reversed on odd seeds: the arms of a seed run back to back, so "
                         "background load and the shared compile cache fall on all arms alike")
     p.add_argument("--out", default="benchmarks/results", help="folder of the JSON and the plot")
-    p.add_argument("--runs-dir", default=None, help="also write each arm and seed's run log to DIR/<arm>-seed<n> "
-                                                    "and a report of the arms of seed 0 to DIR/report.html")
+    p.add_argument("--runs-dir", default=None, help="each arm and seed's run folder DIR/<arm>-seed<n> (default: "
+                                                    "OUT/runs) and a report of the arms of seed 0, DIR/report.html")
     args = p.parse_args(argv)
     if args.quick:
         args.seeds, args.steps, args.tasks_per_step, args.group_size, args.window, args.eval_samples = 1, 2, 3, 2, 1, 1
+        args.out = args.out if args.out != "benchmarks/results" else "/tmp/leap_vs_baselines_quick"
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
     result = run(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "leap_vs_baselines.json").write_text(json.dumps(result, indent=1, default=str))
     (out / "leap_vs_baselines.partial.json").unlink(missing_ok=True)
+    run_cfg = result["config"]
     plot(result["curves"], out / "leap_vs_baselines.png",
-         f"LEAP-mini, {args.seeds} seed(s), {args.steps} steps x {args.tasks_per_step} tasks x G={args.group_size}")
+         f"{run_cfg['model']['path']}, {args.seeds} seed(s), {run_cfg['run']['steps']} steps x "
+         f"{run_cfg['run']['tasks_per_step']} tasks x G={run_cfg['rollout']['group_size']}")
     print_summary(result)
     print(f"\nwrote {out / 'leap_vs_baselines.json'} and {out / 'leap_vs_baselines.png'}")
-    if args.runs_dir:
-        write_report([Path(args.runs_dir) / f"{arm}-seed0" for arm in args.arms], Path(args.runs_dir) / "report.html")
-        print(f"wrote {Path(args.runs_dir) / 'report.html'}")
+    runs_dir = Path(result["runs_dir"])
+    write_report([runs_dir / f"{arm}-seed0" for arm in args.arms], runs_dir / "report.html")
+    print(f"wrote {runs_dir / 'report.html'}")
 
 
 if __name__ == "__main__":

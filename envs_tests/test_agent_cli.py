@@ -17,16 +17,12 @@ def test_leap_eval_table_and_json(tmp_path, capsys):
     assert data["tasks"][0]["statuses"] == [["COMPILED"], ["COMPILED"]]
 
 
-def test_leap_train_without_arguments_runs_leap_mini(monkeypatch):
-    import leap_agents.training.mini.main as mini
-
-    calls = []
-    monkeypatch.setattr(mini, "mini_main", lambda argv: calls.append(argv) or 0)
-    assert train_main([]) == 0 and calls == [[]]
-
-
-def test_leap_train_with_arguments_defaults_to_the_smoke_preset(capsys):
-    assert DEFAULT_PRESET == "smoke"
+def test_leap_train_runs_leap_mini_through_the_trainer_by_default(capsys):
+    assert DEFAULT_PRESET == "leap-mini"
     assert train_main(["--print-config"]) == 0
     cfg = json.loads(capsys.readouterr().out)
-    assert cfg["model"]["path"] == "tiny" and cfg["run"]["output_dir"] == "runs/smoke"
+    assert cfg["model"]["path"] == "leap-mini" and cfg["split"] == "train" and cfg["run"]["probe"] == "reference"
+    assert train_main(["--preset", "smoke", "--arm", "multi_turn", "--print-config"]) == 0
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg["reward"]["scheme"] == "kevin" and not cfg["dcp"]["enabled"]
+

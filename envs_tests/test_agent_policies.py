@@ -25,11 +25,11 @@ def test_scripted_policy_replays_per_task_and_turn():
 
 @pytest.fixture(scope="module")
 def tiny():
-    from leap_agents.training.tiny import build_tiny_model, build_tokenizer
+    from leap_agents.training.tiny import IM_END, IM_START, PAD, build_qwen2, train_tokenizer
 
-    tok = build_tokenizer(["```cuda\nextern \"C\" __global__ void relu_kernel(const float* x) {}\n```"] * 20,
-                          vocab_size=300)
-    return build_tiny_model(tok, seed=0), tok
+    tok = train_tokenizer(["```cuda\nextern \"C\" __global__ void relu_kernel(const float* x) {}\n```"] * 20, 300,
+                          [PAD, IM_START, IM_END], eos_token=IM_END, pad_token=PAD)
+    return build_qwen2(tok, seed=0), tok
 
 
 def test_default_chat_template_is_chatml(tiny):

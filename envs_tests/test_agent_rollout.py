@@ -40,7 +40,8 @@ def test_rollout_with_dcp_prunes_easy_and_hopeless_groups(tasks):
     assert [t.first_solved_turn for t in relu] == [1, 1, None, None]
     assert [t.end_reason for t in relu] == ["solved", "solved", "easy_group", "easy_group"]
     assert [t.end_reason for t in add] == ["hopeless_no_progress"] * 4
-    assert batch.responses == batch.evaluations == 8  # every trajectory took exactly one turn
+    assert batch.responses == batch.evaluations + batch.memo_hits == 8  # every trajectory took exactly one turn
+    assert batch.memo_hits == 5  # 8 responses, 3 different texts: each judged once
     assert relu[2].turns[0].status == "COMPILE_ERROR" and add[0].turns[0].status == "FORMAT_ERROR"
     assert relu[2].decisions == [{"turn": 1, "action": "stop", "reason": "easy_group"}]
     assert engine.tracker.estimate("level1/relu") == 0.5 and engine.tracker.estimate("level1/add") == 0.0

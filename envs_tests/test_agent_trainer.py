@@ -85,7 +85,7 @@ def test_smoke_training_survives_sigkill_and_resumes(tmp_path):
     ckpt = out / "checkpoints" / "step-000002"
     state = json.loads((ckpt / "state.json").read_text())
     assert state["step"] == 2 and state["tracker"]["count"]  # the difficulty tracker is saved
-    trained = torch.load(ckpt / "model.pt")
+    trained = torch.load(ckpt / "trainable.pt")  # a full fine-tune: every weight trains
     init = load_file(str(out / "init_model" / "model.safetensors"))
     changed = [k for k, v in init.items() if not torch.equal(v, trained[k])]
     assert changed, "the optimizer steps did not change any parameter"

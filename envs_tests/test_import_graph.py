@@ -174,7 +174,7 @@ def test_no_module_imports_another_modules_underscore_names():
 @pytest.mark.parametrize("old, new", [("leap_gym.parse", "leap_gym.evaluation.parse"),
                                       ("leap_gym.sb3", "leap_gym.integrations.sb3"),
                                       ("leap_agents.rollout", "leap_agents.training.rollout"),
-                                      ("leap_agents.mini.rl", "leap_agents.training.mini.rl")])
+                                      ("leap_agents.mini", "leap_agents.training.mini")])
 def test_an_old_path_imports_the_new_module_with_a_warning_naming_it(old, new):
     import importlib
 

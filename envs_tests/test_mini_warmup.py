@@ -3,12 +3,17 @@ with the fix; the split keeps held-out tasks out of every training text."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from leap_agents.training.mini.data import (Split, as_response, brief_feedback, check_split, make_split, mini_tasks,
-                                   reference_cuda, render_prompt, task_header)
-from leap_agents.training.mini.judge import Judge
-from leap_gym.tasks.mutants import OPERATORS, mutants
+from leap_gym.evaluation.evaluator import Evaluator
+from leap_gym.evaluation.memo import evaluate_all
+from leap_gym.evaluation.pipeline import EvalConfig
+from leap_gym.tasks.mutants import DRAFT_OPERATORS, OPERATORS, mutants
+
+from leap_agents.policies.prompts import brief_feedback, mini_prompt as render_prompt, task_header
+from leap_agents.training.mini.data import Split, as_response, check_split, make_split, mini_tasks, reference_cuda
 from leap_agents.training.mini.warmup import build_examples, tokenizer_corpus
 
 pytest.importorskip("tokenizers")
@@ -17,6 +22,13 @@ pytest.importorskip("tokenizers")
 @pytest.fixture(scope="module")
 def tasks():
     return mini_tasks()
+
+
+@pytest.fixture(scope="module")
+def judge():
+    """Judges (task, response) pairs concurrently on the cpu backend."""
+    with Evaluator(EvalConfig(backend="cpu", workers=1)) as evaluator:
+        yield functools.partial(evaluate_all, evaluator)
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +53,9 @@ def test_split_is_deterministic_and_disjoint(tasks):
 
 def test_no_held_out_task_in_training_data(tasks, by_id):
     split = make_split(tasks, held_out=6, seed=0)
-    with Judge("compile-only") as judge:
-        examples, stats = build_examples(tasks, split, judge, mutants_per_task=3, first_turn_weight=1)
+    with Evaluator(EvalConfig(backend="compile-only", workers=2)) as evaluator:
+        examples, stats = build_examples(tasks, split, functools.partial(evaluate_all, evaluator), mutants_per_task=3,
+                                         first_turn_weight=1)
     texts = [e.prompt + e.response for e in examples]
     assert {e.task_id for e in examples} <= set(split.train)
     check_split(split, texts, by_id)  # raises on a leak
@@ -63,7 +76,7 @@ def test_mutation_operators_change_the_source(by_id):
     assert {name for name, _ in out} <= {op.name for op in OPERATORS}
 
 
-def test_mutants_judged_on_the_cpu_backend_pair_real_feedback_with_the_fix(tasks, by_id):
+def test_mutants_judged_on_the_cpu_backend_pair_real_feedback_with_the_fix(tasks, by_id, judge):
     """Real compilation and real execution: a syntax slip is a COMPILE_ERROR, a wrong index a
     WRONG_OUTPUT; each kept mutant's prompt holds its own feedback and its target is the reference."""
     relu = by_id["level1/relu"]
@@ -72,13 +85,12 @@ def test_mutants_judged_on_the_cpu_backend_pair_real_feedback_with_the_fix(tasks
     chosen = [("missing_semicolon", src.replace("fmaxf(x[i], 0.0f);", "fmaxf(x[i], 0.0f)")),
               ("wrong_operator", src.replace("fmaxf(x[i], 0.0f)", "fminf(x[i], 0.0f)"))]
     assert all(m != src for _, m in chosen)
-    with Judge("cpu", workers=1) as judge:
-        results = judge([(relu, as_response(m)) for _, m in chosen])
-        assert results[0].status == "COMPILE_ERROR"
-        # compiles, runs, and is wrong (WRONG_OUTPUT; a RUNTIME_ERROR is tolerated: a sandbox worker can be
-        # killed under load, and the warm-up keeps whatever real feedback came back)
-        assert results[1].status in ("WRONG_OUTPUT", "RUNTIME_ERROR"), results[1].message
-        examples, stats = build_examples([relu], split, judge, mutants_per_task=4, first_turn_weight=1, seed=3)
+    results = judge([(relu, as_response(m)) for _, m in chosen])
+    assert results[0].status == "COMPILE_ERROR"
+    # compiles, runs, and is wrong (WRONG_OUTPUT; a RUNTIME_ERROR is tolerated: a sandbox worker can be
+    # killed under load, and the warm-up keeps whatever real feedback came back)
+    assert results[1].status in ("WRONG_OUTPUT", "RUNTIME_ERROR"), results[1].message
+    examples, stats = build_examples([relu], split, judge, mutants_per_task=4, first_turn_weight=1, seed=3)
     repairs = [e for e in examples if e.kind == "repair"]
     assert stats["mutants"] == 4 and stats["kept"] == len(repairs) >= 1
     for e in repairs:
@@ -90,3 +102,45 @@ def test_mutants_judged_on_the_cpu_backend_pair_real_feedback_with_the_fix(tasks
     assert "expected a \";\"" in brief_feedback(results[0])
     if results[1].status == "WRONG_OUTPUT":
         assert "mismatched" in brief_feedback(results[1])
+
+
+def test_first_drafts_are_buggy_at_the_configured_rate(judge):
+    """Real evaluation on the cpu backend: 3 of 10 first-turn targets are the reference, 7 are
+    structured mutants that really fail, and every draft also has a repair example -> the reference."""
+    tasks = {t.id: t for t in mini_tasks()}
+    split = Split(train=["level1/relu", "level1/sigmoid"], held_out=[])
+    examples, stats = build_examples(list(tasks.values()), split, judge, mutants_per_task=3,
+                                     first_turn_weight=10, seed=0, draft_correct_rate=0.3, draft_mutants=2)
+    for task_id in split.train:
+        ref = as_response(reference_cuda(tasks[task_id]))
+        first = [e for e in examples if e.task_id == task_id and e.kind in ("first_turn", "first_draft")]
+        assert len(first) == 10 and len({e.prompt for e in first}) == 1
+        assert sum(e.response == ref for e in first) == 3
+        drafts = [e for e in first if e.kind == "first_draft"]
+        assert len(drafts) == 7 and all(e.response != ref for e in drafts)
+        assert all(e.status in ("WRONG_OUTPUT", "RUNTIME_ERROR", "TIMEOUT", "COMPILE_ERROR") for e in drafts)
+        assert 1 <= len({e.response for e in drafts}) <= 2
+        assert any(e.mutation in DRAFT_OPERATORS for e in drafts)
+        repairs = [e for e in examples if e.task_id == task_id and e.kind == "repair"]
+        assert all(e.response == ref for e in repairs)
+        assert {e.mutation for e in drafts} <= {e.mutation for e in repairs}
+    assert sum(stats["draft_ops"].values()) == 14
+    with pytest.raises(ValueError, match="draft_correct_rate"):
+        build_examples(list(tasks.values()), split, judge, draft_correct_rate=1.5)
+
+
+def test_warm_up_data_refuses_a_backend_that_fails_the_reference():
+    """A backend that cannot run kernels (e.g. NVRTC missing) fails every mutant *and* the reference:
+    building drafts and repairs from it would teach noise, so it is an error that says so."""
+    from leap_gym.result import EvalResult
+
+    tasks = {t.id: t for t in mini_tasks()}
+    split = Split(train=["level1/relu"], held_out=[])
+
+    def broken(pairs):
+        return [EvalResult(status="RUNTIME_ERROR", message="NvrtcUnavailable: NVRTC library not found")
+                for _ in pairs]
+
+    with pytest.raises(RuntimeError, match="reference of level1/relu is judged RUNTIME_ERROR"):
+        build_examples(list(tasks.values()), split, broken, mutants_per_task=2, first_turn_weight=10,
+                       draft_correct_rate=0.3, draft_mutants=2)

@@ -16,8 +16,8 @@ import leap_gym  # noqa: F401  (registers the environment)
 from leap_agents.policies import pretrained
 from leap_agents.training.config import load_config
 from leap_agents.policies.hf import BlockClosed, HFPolicy
-from leap_agents.policies.pretrained import (PretrainedNotInstalled, PretrainedSpec, compact_feedback, compact_history,
-                                    gguf_path, is_pretrained_name)
+from leap_agents.policies.pretrained import PretrainedNotInstalled, PretrainedSpec, gguf_path, is_pretrained_name
+from leap_agents.policies.prompts import ChatPrompt, compact_feedback, compact_history
 
 NAME = "smollm2-135m-instruct"
 
@@ -80,9 +80,9 @@ def test_compact_history_of_a_real_episode(env):
 
 
 def test_block_closed_stops_after_the_closing_fence():
-    from leap_agents.training.tiny import build_tokenizer
+    from leap_agents.training.tiny import IM_END, PAD, train_tokenizer
 
-    tok = build_tokenizer(["```cuda\nint x;\n```\nprose"] * 10, vocab_size=300)
+    tok = train_tokenizer(["```cuda\nint x;\n```\nprose"] * 10, 300, [PAD, IM_END], eos_token=IM_END, pad_token=PAD)
     prompt = tok("p q", add_special_tokens=False)["input_ids"]
     rows = ["```cuda\nint x;\n```", "```cuda\nint x;", "prose only"]
     stop = BlockClosed(tok, len(prompt))
@@ -106,16 +106,19 @@ def test_synthetic_tasks_pass_their_references_and_keep_clear_of_the_held_out_ta
     not; none of their prompts or kernels names or contains a held-out task's kernel."""
     from leap_gym.evaluation.feedback import render_prompt
 
+    from leap_gym.evaluation.evaluator import Evaluator
+    from leap_gym.evaluation.memo import evaluate_all
+    from leap_gym.evaluation.pipeline import EvalConfig
+
     from leap_agents.training.mini.data import as_response, check_split, make_split, mini_tasks, reference_cuda
-    from leap_agents.training.mini.judge import Judge
     from leap_agents.training.synthetic_tasks import synthetic_tasks, wrong_operator_kernels
 
     tasks = synthetic_tasks()
     assert len({t.id for t in tasks}) == len(tasks) >= 30
     wrong = [(t, as_response(k)) for t in (tasks[0], tasks[-1]) for _, k in wrong_operator_kernels(t.id, 2)]
     assert len(wrong) == 4 and wrong_operator_kernels("level1/relu", 2) == []
-    with Judge("cpu") as judge:
-        results = judge([(t, as_response(reference_cuda(t))) for t in tasks] + wrong)
+    with Evaluator(EvalConfig(backend="cpu", workers=2)) as evaluator:
+        results = evaluate_all(evaluator, [(t, as_response(reference_cuda(t))) for t in tasks] + wrong)
     assert [r.status for r in results[:len(tasks)]] == ["CORRECT"] * len(tasks)
     assert [r.status for r in results[len(tasks):]] == ["WRONG_OUTPUT"] * 4
     mini = mini_tasks()
@@ -129,13 +132,14 @@ def _tiny_lora_policy(top_layers: int = 0) -> HFPolicy:
     from leap_agents.training.warmup_lora import lora_kwargs
 
     model, tok = build_tiny(seed=0, vocab_size=512)
-    return HFPolicy(apply_lora(model, **lora_kwargs(model, 4, 8, top_layers)), tok, history_renderer=compact_history)
+    return HFPolicy(apply_lora(model, **lora_kwargs(model, 4, 8, top_layers)), tok, prompt_format=ChatPrompt(compact=True))
 
 
 def test_lora_sft_step_on_a_tiny_model(env):
     """The warm-up's SFT step on a locally built model: only the adapter moves, and the loss falls."""
     pytest.importorskip("peft")
-    from leap_agents.training.warmup_lora import SftExample, prefix_examples, sft_step
+    from leap_agents.training.sft import prefix_examples, sft_step
+    from leap_agents.training.warmup_lora import SftExample
 
     policy = _tiny_lora_policy()
     _, info = env.reset(seed=0, options={"task_id": "level1/relu"})
@@ -144,7 +148,7 @@ def test_lora_sft_step_on_a_tiny_model(env):
                                             policy.encode_response(example.response))])
     base = {n: p.detach().clone() for n, p in policy.model.named_parameters() if not p.requires_grad}
     opt = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=1e-2)
-    losses = [sft_step(policy, batch, opt) for _ in range(5)]
+    losses = [sft_step(policy.model, batch, opt) for _ in range(5)]
     assert losses[-1] < losses[0]
     assert all(torch.equal(p, base[n]) for n, p in policy.model.named_parameters() if not p.requires_grad)
 
@@ -154,7 +158,7 @@ def test_adapted_layers_from_cached_states_match_the_whole_model():
     as the whole model's forward."""
     pytest.importorskip("peft")
     from leap_agents.training.logprobs import response_logprobs
-    from leap_agents.training.warmup_lora import adapted_logits, first_adapted_layer, prefix_examples
+    from leap_agents.training.sft import adapted_logits, first_adapted_layer, prefix_examples
 
     policy = _tiny_lora_policy(top_layers=1)
     model = policy.model
@@ -193,7 +197,7 @@ def smollm2():
 def test_loads_by_name_with_chat_template_and_adapter(smollm2):
     base = smollm2.model.get_base_model()
     assert 130e6 < sum(p.numel() for p in base.parameters()) < 140e6
-    assert smollm2.tokenizer.chat_template and smollm2.history_renderer is compact_history
+    assert smollm2.tokenizer.chat_template and smollm2.prompt_format.compact
     assert smollm2.stop_after_block
     text = smollm2.render([{"role": "user", "content": "hi"}])
     assert text.startswith("<|im_start|>") and text.endswith("<|im_start|>assistant\n")
@@ -213,7 +217,8 @@ def test_one_generation_through_env_step(smollm2, env):
 
 @needs_model
 def test_one_lora_sft_step_on_the_real_model(smollm2, env):
-    from leap_agents.training.warmup_lora import SftExample, prefix_examples, sft_step
+    from leap_agents.training.sft import prefix_examples, sft_step
+    from leap_agents.training.warmup_lora import SftExample
 
     _, info = env.reset(seed=0, options={"task_id": "level1/relu"})
     example = SftExample("level1/relu", "first_turn", info["messages"], "```cuda\n// a short target\n```")
@@ -229,7 +234,7 @@ def test_one_lora_sft_step_on_the_real_model(smollm2, env):
     try:
         batch = prefix_examples(smollm2.model, [(smollm2.encode_prompt(example.history),
                                                  smollm2.encode_response(example.response))])
-        loss = sft_step(smollm2, batch, opt)
+        loss = sft_step(smollm2.model, batch, opt)
         assert loss > 0 and any(not torch.equal(p, before[n]) for n, p in trainable)
     finally:
         with torch.no_grad():

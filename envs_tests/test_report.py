@@ -141,30 +141,33 @@ def test_load_run_errors_say_what_is_missing(tmp_path: Path) -> None:
         load_run(tmp_path / "empty")
 
 
-def test_mini_hook_records_a_real_step(tmp_path: Path) -> None:
-    from leap_agents.training.mini.rl import StepStats, Traj, TurnRecord
-    from leap_agents.training.run_record import mini_step_hook
+def test_trainer_records_a_real_step(tmp_path: Path) -> None:
+    from leap_agents.training.rollout import RolloutBatch
+    from leap_agents.training.run_record import trainer_step_records
+    from leap_agents.training.trajectory import Trajectory, Turn, assign_rewards
 
-    def traj(i: int, statuses: list[str], stop: str) -> Traj:
-        t = Traj("level1/relu", i, [TurnRecord("p", f"resp {i}.{k}", [1], [2, 3], s, f"{s} fb") for k, s in enumerate(statuses)])
-        t.first_solved = statuses.index("CORRECT") + 1 if "CORRECT" in statuses else None
-        t.stop_reason = stop
+    def traj(i: int, statuses: list[str], stop: str) -> Trajectory:
+        t = Trajectory("level1/relu", 0, i, [Turn(turn=k + 1, prompt=[], response=f"resp {i}.{k}", token_ids=[2, 3],
+                                                   status=s, score=float(s == "CORRECT")) for k, s in enumerate(statuses)])
+        t.first_solved_turn = statuses.index("CORRECT") + 1 if "CORRECT" in statuses else None
+        t.end_reason = stop
         return t
 
-    groups = [[traj(0, ["CORRECT"], "solved"), traj(1, ["COMPILE_ERROR", "CORRECT"], "solved"),
-               traj(2, ["WRONG_OUTPUT", "WRONG_OUTPUT"], "max_turns")]]
-    stats = StepStats(step=0, pass_at_1=1 / 3, pass_by_turn=[1 / 3, 2 / 3], generation_s=1.0, evaluation_s=2.0,
-                      update_s=0.5, responses=5, evaluations=5, cache_hits=0, samples=4, tokens=8,
-                      decisions={"solved": 2, "max_turns": 1}, rewards={}, turn_counts=[3, 2])
-    with RunRecorder(tmp_path, "LEAP", "leap", "leap-mini", 2, 3) as rec:
-        mini_step_hook(rec, "leap")(stats, groups)
+    batch = RolloutBatch([traj(0, ["CORRECT"], "solved"), traj(1, ["COMPILE_ERROR", "CORRECT"], "solved"),
+                          traj(2, ["WRONG_OUTPUT", "WRONG_OUTPUT"], "max_turns")], responses=5, tokens=10)
+    assign_rewards(batch.groups, "leap")
+    metrics = {"pass_at_1": 1 / 3, "pass_turn_1": 1 / 3, "pass_turn_2": 2 / 3, "trained_tokens": 8,
+               "time_generation": 1.0, "time_evaluation": 2.0, "time_update": 0.5,
+               "reward_mean": sum(rank_rewards([1, 2, None])) / 3}
+    with RunRecorder(tmp_path, "LEAP", "leap", "leap-train", 2, 3) as rec:
+        rec.write_step(*trainer_step_records(1, metrics, batch, 2))
     data = load_run(tmp_path)
     step = data.steps[0]
     assert step["step"] == 1 and step["tokens"] == 10 and step["turns"] == 5 and step["trained_tokens"] == 8
+    assert step["decisions"] == {"solved": 2, "max_turns": 1}
     assert [t["reward"] for t in data.groups[0]["trajectories"]] == rank_rewards([1, 2, None])
     assert math.isclose(step["reward_mean"], sum(rank_rewards([1, 2, None])) / 3)
-    assert data.groups[0]["trajectories"][1]["turns"][1] == {"turn": 2, "status": "CORRECT", "response": "resp 1.1",
-                                                              "feedback": "CORRECT fb"}
+    assert data.groups[0]["trajectories"][1]["turns"][1]["status"] == "CORRECT"
 
 
 # ---- the HTML file ---------------------------------------------------------------------------------

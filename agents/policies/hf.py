@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from leap_agents.training.logprobs import response_logprobs
 from leap_agents.policies.base import Generation, History
+from leap_agents.policies.prompts import ChatPrompt, PromptFormat
 
 log = logging.getLogger(__name__)
-
-#: ChatML, used when a tokenizer has no chat template of its own (tiny test tokenizers).
-DEFAULT_CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-
-def render_chat(messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
-    """`DEFAULT_CHAT_TEMPLATE` in plain Python (ChatML)."""
-    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
-    return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
-
 
 class HFPolicy:
     """A Hugging Face causal LM behind the `Policy` protocol.
@@ -35,14 +23,14 @@ class HFPolicy:
         max_prompt_tokens: prompts longer than this keep their last tokens (with a warning).
         batch_size: histories per `generate` call of the model.
         temperature, top_p, max_new_tokens: default sampling parameters (overridable per call).
-        history_renderer: maps a chat history to the chat the model reads (e.g.
-            `leap_agents.policies.pretrained.compact_history`); the history as is by default.
+        prompt_format: renders a history and its meta into the prompt text (`leap_agents.policies.prompts`): the
+            chat history through the chat template by default (`ChatPrompt()`).
         stop_after_block: end a response once it holds a closed fenced code block.
     """
 
     def __init__(self, model: Any, tokenizer: Any, max_prompt_tokens: int = 4096, batch_size: int = 16,
                  temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 512,
-                 history_renderer: Callable[[History], History] | None = None, stop_after_block: bool = False):
+                 prompt_format: PromptFormat | None = None, stop_after_block: bool = False):
         self.model = model
         self.tokenizer = tokenizer
         if tokenizer.pad_token_id is None:
@@ -50,7 +38,7 @@ class HFPolicy:
         self.max_prompt_tokens = max_prompt_tokens
         self.batch_size = batch_size
         self.defaults = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
-        self.history_renderer = history_renderer
+        self.prompt_format = prompt_format or ChatPrompt()
         self.stop_after_block = stop_after_block
         self._warned = False
 
@@ -76,7 +64,7 @@ class HFPolicy:
             model, tokenizer = pretrained.load_pretrained(path, dtype or "float32")
             adapter_path = pretrained.resolve_adapter(path, adapter)
             if pretrained.spec_of(path).compact:
-                kwargs.setdefault("history_renderer", pretrained.compact_history)
+                kwargs.setdefault("prompt_format", ChatPrompt(compact=True))
                 kwargs.setdefault("stop_after_block", True)
         else:
             from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -103,16 +91,12 @@ class HFPolicy:
         ids.update(gen_eos if isinstance(gen_eos, list) else [gen_eos])
         return {i for i in ids if i is not None}
 
-    def render(self, history: History) -> str:
-        """The prompt text of a history: its chat template with the assistant turn opened."""
-        if self.history_renderer is not None:
-            history = self.history_renderer(history)
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(list(history), tokenize=False, add_generation_prompt=True)
-        return render_chat(history)
+    def render(self, history: History, meta: dict[str, Any] | None = None) -> str:
+        """The prompt text of a history (and its meta), with the assistant turn opened."""
+        return self.prompt_format(self.tokenizer, history, meta)
 
-    def encode_prompt(self, history: History) -> list[int]:
-        ids = self.tokenizer(self.render(history), add_special_tokens=False)["input_ids"]
+    def encode_prompt(self, history: History, meta: dict[str, Any] | None = None) -> list[int]:
+        ids = self.tokenizer(self.render(history, meta), add_special_tokens=False)["input_ids"]
         if len(ids) > self.max_prompt_tokens:
             if not self._warned:
                 self._warned = True
@@ -138,8 +122,10 @@ class HFPolicy:
         if opts.get("seed") is not None:
             torch.manual_seed(int(opts["seed"]))
         out: list[Generation] = []
-        for start in range(0, len(histories), self.batch_size):
-            out.extend(self._generate_batch([self.encode_prompt(h) for h in histories[start:start + self.batch_size]], opts))
+        metas = list(meta) if meta is not None else [None] * len(histories)
+        prompts = [self.encode_prompt(h, m) for h, m in zip(histories, metas)]
+        for start in range(0, len(prompts), self.batch_size):
+            out.extend(self._generate_batch(prompts[start:start + self.batch_size], opts))
         return out
 
     def _generate_batch(self, prompts: list[list[int]], opts: dict[str, Any]) -> list[Generation]:
@@ -181,9 +167,11 @@ class HFPolicy:
         return gens
 
     @torch.no_grad()
-    def score(self, histories: Sequence[History], responses: Sequence[str], temperature: float = 1.0) -> list[Generation]:
+    def score(self, histories: Sequence[History], responses: Sequence[str], temperature: float = 1.0,
+              meta: Sequence[dict[str, Any]] | None = None) -> list[Generation]:
         """Generations for responses written elsewhere (guidance, demonstrations), with this policy's log-probs."""
-        prompts = [self.encode_prompt(h) for h in histories]
+        metas = list(meta) if meta is not None else [None] * len(histories)
+        prompts = [self.encode_prompt(h, m) for h, m in zip(histories, metas)]
         ids = [self.encode_response(r) for r in responses]
         gens = []
         for start in range(0, len(prompts), self.batch_size):

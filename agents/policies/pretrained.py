@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,66 +156,3 @@ def load_adapter(model: Any, path: Path, trainable: bool = False) -> Any:
         if p.dtype == torch.float16 and model.base_model.model.dtype != torch.float16:
             p.data = p.data.to(model.base_model.model.dtype)
     return model
-
-
-# -- the compact rendering of a chat history ------------------------------------------------------
-
-_TASK_RE = re.compile(r"^Task (\S+): (.*)$", re.MULTILINE)
-_SIG_RE = re.compile(r"It launches\n\s*(extern \"C\" __global__ void [^\n]+)")
-_SIZES_RE = re.compile(r"^Sizes \([^)]*\): ([^\n]*)$", re.MULTILINE)
-_FORWARD_RE = re.compile(r"    def forward\(self[^\n]*\n((?:        [^\n]*\n|\s*\n)+)")
-_BLOCK_RE = re.compile(r"```[a-zA-Z+]*\n(.*?)(?:```|$)", re.DOTALL)
-
-#: The first message of a compact history.
-COMPACT_SYSTEM = "You write CUDA kernels. Answer with one ```cuda block."
-
-
-def compact_task(prompt: str) -> str | None:
-    """The compact first prompt of an environment task prompt, or ``None`` when it has no short form."""
-    task, sig = _TASK_RE.search(prompt), _SIG_RE.search(prompt)
-    if task is None or sig is None:
-        return None
-    lines = [f"Task {task.group(1)}: {task.group(2).strip()}"]
-    forward = _FORWARD_RE.search(prompt)
-    if forward is not None:
-        body = "\n".join(line.strip() for line in forward.group(1).splitlines() if line.strip())
-        lines.append(f"PyTorch forward:\n{body}")
-    sizes = _SIZES_RE.search(prompt)
-    if sizes is not None:
-        lines.append(f"Sizes: {sizes.group(1).strip()}")
-    lines.append(f"Write the kernel\n{sig.group(1).strip()}")
-    return "\n".join(lines)
-
-
-def compact_response(response: str, max_chars: int = 1200) -> str:
-    """A previous response as the model sees it again: its first code block, fenced, or its head."""
-    match = _BLOCK_RE.search(response)
-    code = match.group(1).strip() if match else response.strip()
-    return f"```cuda\n{code[:max_chars]}\n```"
-
-
-def compact_feedback(feedback: str, max_lines: int = 6, max_chars: int = 360) -> str:
-    """The head of an environment feedback: its status line and the first facts, without the turn footer."""
-    lines = [line.rstrip() for line in feedback.splitlines() if line.strip() and not line.startswith("Turn ")]
-    text = "\n".join(lines[:max_lines])
-    return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
-
-
-def compact_history(history: Sequence[dict[str, str]]) -> list[dict[str, str]]:
-    """The chat a compact policy reads for an environment history (see the module docstring).
-
-    A history whose first user message has no short form (no default wrapper) is returned unchanged.
-    """
-    users = [i for i, m in enumerate(history) if m.get("role") == "user"]
-    if not users:
-        return list(history)
-    first = compact_task(history[users[0]]["content"])
-    if first is None:
-        return list(history)
-    out = [{"role": "system", "content": COMPACT_SYSTEM}, {"role": "user", "content": first}]
-    last_assistant = max((i for i, m in enumerate(history) if m.get("role") == "assistant"), default=None)
-    if last_assistant is not None:
-        feedback = next((m["content"] for m in history[last_assistant + 1:] if m.get("role") == "user"), "")
-        out.append({"role": "assistant", "content": compact_response(history[last_assistant]["content"])})
-        out.append({"role": "user", "content": compact_feedback(feedback) + "\nFix the kernel."})
-    return out

@@ -3,6 +3,7 @@ command line (``--set optim.lr=1e-5`` or ``--optim.lr 1e-5``)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import types
 import typing
@@ -23,7 +24,8 @@ class ModelConfig:
 
     path: str = field(default="tiny", metadata={
         "help": "local model folder, hub id, or an installed model's name (smollm2-135m-instruct); 'tiny' builds a "
-                "random tiny Qwen2 and a byte-level tokenizer locally"})
+                "random tiny Qwen2 and a byte-level tokenizer locally; 'leap-mini' LEAP-mini's warmed-up policy "
+                "(built once, cached)"})
     adapter: str = field(default="", metadata={
         "help": "LoRA adapter to start from and train: a peft folder, or 'warmup' (a named model's LoRA warm-up)"})
     tiny_hidden: int = field(default=64, metadata={"help": "hidden size of the 'tiny' model"})
@@ -55,6 +57,7 @@ class OptimConfig:
 
     lr: float = field(default=1e-6, metadata={"help": "AdamW learning rate"})
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
+    beta2: float = field(default=0.999, metadata={"help": "AdamW's second-moment decay"})
     clip_eps: float = field(default=0.2, metadata={"help": "PPO ratio clip (lower)"})
     clip_eps_high: float = field(default=0.28, metadata={"help": "PPO ratio clip (upper; DAPO clip-higher)"})
     kl_coef: float = field(default=0.0, metadata={"help": "KL penalty to the frozen initial policy (0: none)"})
@@ -64,6 +67,12 @@ class OptimConfig:
     max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm (0: off)"})
     precision: str = field(default="auto", metadata={"help": "auto (bf16 autocast on a bf16 GPU), bf16, fp32"})
     skip_zero_advantage: bool = field(default=True, metadata={"help": "drop samples whose advantage is 0"})
+    loss_agg: str = field(default="token", metadata={
+        "help": "token: every token of a mini-batch weighs the same (DAPO); sample: each sample's tokens averaged, "
+                "every sample weighs the same (GRPO)"})
+    max_logprob_gap: float = field(default=0.5, metadata={
+        "help": "largest mean |sampler - trainer| log-probability per token tolerated before the update refuses "
+                "(a bigger gap means the samples came from another distribution than the one being trained)"})
 
 
 @dataclass
@@ -73,12 +82,21 @@ class RunConfig:
     steps: int = field(default=2, metadata={"help": "training steps (one rollout batch + update each)"})
     tasks_per_step: int = field(default=2, metadata={"help": "tasks per rollout batch (each gets a group)"})
     seed: int = field(default=0, metadata={"help": "seed of task sampling, sampling and initialisation"})
+    threads: int = field(default=0, metadata={
+        "help": "torch CPU threads (0: torch's default, every core; on a loaded 2-core machine 1 is faster for a small "
+                "model)"})
     output_dir: str = field(default="runs/leap", metadata={"help": "checkpoints, metrics.csv, trajectories.jsonl, tb/"})
     save_every: int = field(default=1, metadata={"help": "checkpoint every N steps"})
     keep_checkpoints: int = field(default=2, metadata={"help": "checkpoints kept"})
     tensorboard: bool = field(default=True, metadata={"help": "write TensorBoard events (if tensorboard is installed)"})
     log_tokens: bool = field(default=False, metadata={"help": "write token ids and log-probs in trajectories.jsonl"})
     resume: bool = field(default=True, metadata={"help": "resume from the latest checkpoint in output_dir"})
+    eval_samples: int = field(default=0, metadata={
+        "help": "trajectories per task judged before and after training, with full refinement and no update, on the "
+                "training tasks and (with a split) the held-out ones; 0: none"})
+    probe: str = field(default="", metadata={
+        "help": "'reference': after every step, off the clock, P(a first-turn sample is the task's reference solution) "
+                "over every training task (noise-free; LEAP-mini's race runs on it)"})
 
 
 @dataclass
@@ -88,6 +106,8 @@ class TrainConfig:
     tasks: str = field(default="builtin", metadata={"help": "task suite: 'builtin' or a KernelBench folder"})
     task_ids: list[str] = field(default_factory=list, metadata={"help": "restrict to these task ids"})
     levels: list[int] = field(default_factory=list, metadata={"help": "restrict to these levels"})
+    split: str = field(default="", metadata={
+        "help": "train or held_out: LEAP-mini's task split (level-1 short-form tasks at CPU sizes, 6 held out)"})
     backend: str = field(default="cpu", metadata={"help": "cpu, cuda, compile-only, auto"})
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -95,6 +115,26 @@ class TrainConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     run: RunConfig = field(default_factory=RunConfig)
+
+
+#: What defines each arm of a comparison; everything else in a config is shared by the arms.
+ARMS: dict[str, dict[str, Any]] = {
+    "leap": {"reward.scheme": "leap", "dcp.enabled": True},
+    "multi_turn": {"reward.scheme": "kevin", "dcp.enabled": False},
+    "single_turn": {"reward.scheme": "single_turn", "dcp.enabled": False, "rollout.max_turns": 1},
+}
+
+
+def arm_config(config: TrainConfig, arm: str) -> TrainConfig:
+    """A copy of `config` as one arm: LEAP (DCP + rank reward), full multi-turn refinement with Kevin's
+    discounted return, or single-turn GRPO (one turn, its own score)."""
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r}; choose one of {sorted(ARMS)}")
+    out = copy.deepcopy(config)
+    for key, value in ARMS[arm].items():
+        section, name = key.split(".")
+        setattr(getattr(out, section), name, value)
+    return out
 
 
 def _coerce(value: Any, tp: Any, name: str) -> Any:

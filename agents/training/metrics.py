@@ -94,9 +94,13 @@ class MetricsWriter:
             rows = list(csv.reader(f))
         if not rows:
             return
-        kept = [rows[0]] + [r for r in rows[1:] if r and int(float(r[0])) <= last_step]
+        kept = [r for r in rows[1:] if r and int(float(r[0])) <= last_step]
+        if not kept:  # nothing to continue: the next row writes a header of its own keys
+            self.csv_path.unlink()
+            self._fields = None
+            return
         with self.csv_path.open("w", newline="") as f:
-            csv.writer(f).writerows(kept)
+            csv.writer(f).writerows([rows[0]] + kept)
 
     def close(self) -> None:
         if self._tb is not None:

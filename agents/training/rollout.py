@@ -3,6 +3,7 @@ across all live trajectories, environment evaluations concurrent, DCP as a hook.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -12,6 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from leap_gym.evaluation.evaluator import shared_evaluator
+from leap_gym.evaluation.memo import CachingEvaluator
+from leap_gym.evaluation.pipeline import EvalConfig
 from leap_gym.result import STATUS_RANK
 
 from leap_agents.algorithms.dcp import MAX_TURNS, SOLVED, DCPConfig, DifficultyTracker, dcp_decide
@@ -39,6 +43,9 @@ class RolloutConfig:
     guide_prob: float = field(default=0.0, metadata={
         "help": "probability that a response is replaced by the task's reference solution (off-policy guidance; "
                 "gives a from-scratch model a learning signal)"})
+    memo: bool = field(default=True, metadata={
+        "help": "judge a response identical to one already judged for the same task once (a small policy repeats "
+                "itself; the hits are counted)"})
     progress_bar: bool = field(default=True, metadata={"help": "show a tqdm progress bar with the live pass rate"})
 
 
@@ -51,6 +58,7 @@ class RolloutBatch:
     evaluation_s: float = 0.0
     responses: int = 0
     evaluations: int = 0
+    memo_hits: int = 0
     tokens: int = 0
     decisions: Counter = field(default_factory=Counter)
 
@@ -94,6 +102,7 @@ class RolloutEngine:
         self.env_kwargs = dict(env_kwargs or {})
         self.env_factory = env_factory
         self._envs: list[Any] = []
+        self._memo: CachingEvaluator | None = None
 
     @property
     def progress_rank(self) -> int:
@@ -109,10 +118,22 @@ class RolloutEngine:
             if self.env_factory is not None:
                 self._envs.append(self.env_factory())
                 continue
+            kwargs = dict(self.env_kwargs)
+            if self.config.memo:
+                if self._memo is None:
+                    fields = {f.name for f in dataclasses.fields(EvalConfig)}
+                    self._memo = CachingEvaluator(shared_evaluator(EvalConfig(
+                        backend=self.backend, workers=self.config.eval_workers,
+                        **{k: v for k, v in kwargs.items() if k in fields})))
+                kwargs["evaluator"] = self._memo
             self._envs.append(gym.make("KernelDebugEnv-v0", tasks=self.tasks, backend=self.backend,
-                                       max_turns=self.config.max_turns, workers=self.config.eval_workers,
-                                       **self.env_kwargs))
+                                       max_turns=self.config.max_turns, workers=self.config.eval_workers, **kwargs))
         return self._envs[i]
+
+    def first_histories(self, task_ids: Sequence[str]) -> list[list[dict[str, str]]]:
+        """The chat history each task's episode starts with (the environment's system message and prompt)."""
+        env = self._env(0)
+        return [env.reset(seed=0, options={"task_id": task_id})[1]["messages"] for task_id in task_ids]
 
     def _guide(self, live: list[Trajectory], gens: list[Generation], rng: random.Random) -> None:
         p = self.config.guide_prob
@@ -124,7 +145,7 @@ class RolloutEngine:
         refs = [rng.choice(self._task_by_id[live[i].task_id].reference_solutions) for i in picks]
         if hasattr(self.policy, "score"):
             scored = self.policy.score([self._histories[live[i].group, live[i].index] for i in picks], refs,
-                                       temperature=self.config.temperature)
+                                       temperature=self.config.temperature, meta=[self._meta(live[i], 0) for i in picks])
         else:
             scored = [Generation(text=r, off_policy=True) for r in refs]
         for i, g in zip(picks, scored):
@@ -142,6 +163,8 @@ class RolloutEngine:
         trajs = [Trajectory(task_id=tid, group=g, index=i) for g, tid in enumerate(task_ids) for i in range(cfg.group_size)]
         envs = {}
         self._histories: dict[tuple[int, int], list[dict[str, str]]] = {}
+        self._last_results: dict[tuple[int, int], Any] = {}
+        hits_before = self._memo.cache.hits if self._memo is not None else 0
         for n, traj in enumerate(trajs):
             env = self._env(n)
             _, info = env.reset(seed=seed + n, options={"task_id": traj.task_id})
@@ -156,7 +179,7 @@ class RolloutEngine:
                 if not live:
                     break
                 histories = [self._histories[t.group, t.index] for t in live]
-                meta = [{"task_id": t.task_id, "turn": turn, "group": t.group, "index": t.index} for t in live]
+                meta = [self._meta(t, turn) for t in live]
                 start = time.perf_counter()
                 gens = self.policy.generate(histories, meta=meta, temperature=cfg.temperature, top_p=cfg.top_p,
                                             max_new_tokens=cfg.max_new_tokens, seed=seed * 1000 + turn)
@@ -176,6 +199,7 @@ class RolloutEngine:
                     if traj.first_solved_turn is None and (terminated or self.solved_fn(result)):
                         traj.first_solved_turn = turn
                     self._histories[traj.group, traj.index] = info["messages"]
+                    self._last_results[traj.group, traj.index] = result
                     traj._env_done = terminated or truncated  # type: ignore[attr-defined]
                     batch.responses += 1
                     batch.evaluations += 1
@@ -186,11 +210,18 @@ class RolloutEngine:
                 bar.set_postfix(turn=turn, live=sum(t.end_reason is None for t in trajs),
                                 pass_rate=f"{n_solved / len(trajs):.2f}")
         bar.close()
+        batch.memo_hits = (self._memo.cache.hits - hits_before) if self._memo is not None else 0
+        batch.evaluations -= batch.memo_hits
         for group in groups:
             self.tracker.update(group[0].task_id, sum(t.solved for t in group) / len(group))
         for traj in trajs:
             traj.__dict__.pop("_env_done", None)
         return batch
+
+    def _meta(self, traj: Trajectory, turn: int) -> dict[str, Any]:
+        """What a policy may read besides the history: the task and the trajectory's previous result."""
+        return {"task_id": traj.task_id, "turn": turn, "group": traj.group, "index": traj.index,
+                "task": self._task_by_id[traj.task_id], "last_result": self._last_results.get((traj.group, traj.index))}
 
     def _decide(self, groups: list[list[Trajectory]], turn: int, prev_best: dict[int, int], batch: RolloutBatch) -> None:
         d = self.dcp

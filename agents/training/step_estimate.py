@@ -50,17 +50,18 @@ def estimate_step(policy: Any, config: Any, task: Any, probe_tokens: int = 8) ->
     trajectories = config.run.tasks_per_step * r.group_size
     history = [{"role": "system", "content": "You are an expert CUDA kernel engineer."},
                {"role": "user", "content": render_prompt(task.with_size("cpu"), r.max_turns, "debug")}]
+    meta = {"task_id": task.id, "task": task, "turn": 1, "last_result": None}
     batch = min(trajectories, policy.batch_size)
     timings = []
     for tokens in (1, 1 + probe_tokens):  # the difference removes the prompt's prefill from the decoding step
         start = time.perf_counter()
-        policy.generate([history] * batch, temperature=0, max_new_tokens=tokens)
+        policy.generate([history] * batch, meta=[meta] * batch, temperature=0, max_new_tokens=tokens)
         timings.append(time.perf_counter() - start)
     prefill = timings[0]
     decode_step = max(timings[1] - timings[0], 0.0) / probe_tokens
     generation = r.max_turns * math.ceil(trajectories / policy.batch_size) * (prefill + r.max_new_tokens * decode_step)
 
-    prompt = policy.encode_prompt(history)
+    prompt = policy.encode_prompt(history, meta)
     response = [policy.tokenizer.eos_token_id] * r.max_new_tokens
     micro = max(1, min(config.optim.micro_batch_size, trajectories))
     was_training = policy.model.training

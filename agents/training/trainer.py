@@ -1,5 +1,11 @@
-"""The LEAP trainer: group rollouts with DCP, rank-based (or Kevin / single-turn) rewards, and a
-GRPO-style token-level clipped policy-gradient update, with checkpoints that survive a kill."""
+"""The LEAP trainer, the one every arm, model and benchmark runs through: group rollouts with DCP,
+rank-based (or Kevin / single-turn) rewards, and a clipped policy-gradient update with a KL penalty to the
+start policy, scored on the distribution the samples were drawn from; checkpoints survive a kill.
+
+An arm (`leap_agents.training.config.arm_config`) differs from another only in its reward scheme, DCP and
+turn budget; a model (LEAP-mini's 1.5M policy, SmolLM2 with LoRA, a user's model on GPUs) only in
+`config.model` and the presets' settings.
+"""
 
 from __future__ import annotations
 
@@ -17,24 +23,36 @@ from typing import Any
 
 import torch
 
-from leap_agents.training.config import TrainConfig, to_dict
 from leap_agents.algorithms.dcp import DifficultyTracker
-from leap_agents.training.logprobs import response_logprobs
-from leap_agents.training.metrics import MetricsWriter, summarize
+from leap_agents.algorithms.policy_loss import clipped_policy_loss
 from leap_agents.policies.hf import HFPolicy, apply_lora
-from leap_agents.training.rollout import RolloutBatch, RolloutEngine
-from leap_agents.training.run_record import trainer_step_records
-from leap_agents.training.trajectory import Turn, assign_rewards
-from leap_gym.report import RunRecorder, write_report
 from leap_agents.policies.pretrained import is_pretrained_name
+from leap_agents.training.callbacks import TrainerCallback, default_callbacks
+from leap_agents.training.config import TrainConfig, to_dict
+from leap_agents.training.logprobs import response_logprobs
+from leap_agents.training.metrics import summarize
+from leap_agents.training.rollout import RolloutBatch, RolloutEngine
+from leap_agents.training.trajectory import Turn, assign_rewards
 
 log = logging.getLogger(__name__)
 
+#: ``model.path`` of LEAP-mini's warmed-up policy (`leap_agents.training.mini.warmup`).
+LEAP_MINI = "leap-mini"
+
 
 def build_policy(config: TrainConfig, cache_dir: Path | None = None) -> HFPolicy:
-    """The policy a config names: the locally built tiny model or a local/hub causal LM."""
-    m = config.model
+    """The policy a config names: the locally built tiny model, LEAP-mini's warm-up, or a local/hub/named LM."""
+    m, r = config.model, config.rollout
     device = m.device if m.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    sampling = {"temperature": r.temperature, "top_p": r.top_p, "max_new_tokens": r.max_new_tokens}
+    if m.path == LEAP_MINI:
+        from leap_agents.training.mini.warmup import warmup_policy
+
+        policy, _, _ = warmup_policy(backend=config.backend)
+        policy.model.to(device)
+        policy.batch_size = m.gen_batch_size
+        policy.defaults.update(sampling)
+        return policy
     if m.path == "tiny":
         from leap_agents.training.tiny import build_tiny
 
@@ -44,8 +62,7 @@ def build_policy(config: TrainConfig, cache_dir: Path | None = None) -> HFPolicy
         lora = {"r": m.lora_r, "lora_alpha": m.lora_alpha} if m.lora_r > 0 else None
         return HFPolicy.from_pretrained(m.path, device=device, dtype=m.dtype, lora=lora, adapter=m.adapter or None,
                                         trainable=True, max_prompt_tokens=m.max_prompt_tokens,
-                                        batch_size=m.gen_batch_size, temperature=config.rollout.temperature,
-                                        top_p=config.rollout.top_p, max_new_tokens=config.rollout.max_new_tokens)
+                                        batch_size=m.gen_batch_size, **sampling)
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -54,15 +71,24 @@ def build_policy(config: TrainConfig, cache_dir: Path | None = None) -> HFPolicy
     model.to(device=device, dtype=getattr(torch, m.dtype))
     if m.lora_r > 0:
         model = apply_lora(model, r=m.lora_r, lora_alpha=m.lora_alpha)
-    return HFPolicy(model, tokenizer, max_prompt_tokens=m.max_prompt_tokens, batch_size=m.gen_batch_size,
-                    temperature=config.rollout.temperature, top_p=config.rollout.top_p,
-                    max_new_tokens=config.rollout.max_new_tokens)
+    return HFPolicy(model, tokenizer, max_prompt_tokens=m.max_prompt_tokens, batch_size=m.gen_batch_size, **sampling)
 
 
-def select_tasks(config: TrainConfig) -> list[Any]:
+def select_tasks(config: TrainConfig, split: str | None = None) -> list[Any]:
+    """The config's tasks (`split` overrides ``config.split``: ``"train"`` or ``"held_out"``)."""
     import leap_gym
 
-    tasks = leap_gym.load_tasks(config.tasks)
+    split = config.split if split is None else split
+    if split:
+        from leap_agents.training.mini.data import make_split, mini_tasks
+
+        if split not in ("train", "held_out"):
+            raise ValueError(f"split is 'train' or 'held_out' (LEAP-mini's split), got {split!r}")
+        tasks = mini_tasks()
+        chosen = set(getattr(make_split(tasks), split))
+        tasks = [t for t in tasks if t.id in chosen]
+    else:
+        tasks = leap_gym.load_tasks(config.tasks)
     if config.task_ids:
         by_id = {t.id: t for t in tasks}
         missing = [i for i in config.task_ids if i not in by_id]
@@ -72,46 +98,73 @@ def select_tasks(config: TrainConfig) -> list[Any]:
     if config.levels:
         tasks = [t for t in tasks if t.level in config.levels]
     if not tasks:
-        raise ValueError("no tasks left after task_ids/levels filtering; loosen them")
+        raise ValueError("no tasks left after split/task_ids/levels filtering; loosen them")
     return tasks
 
 
+class TaskStream:
+    """The task ids of each step: seeded shuffles of the suite, one after another, so every task comes up
+    equally often."""
+
+    def __init__(self, task_ids: list[str], per_step: int, seed: int):
+        self.task_ids, self.per_step = list(task_ids), per_step
+        self.rng = random.Random(seed)
+        self.pool: list[str] = []
+
+    def next(self) -> list[str]:
+        while len(self.pool) < self.per_step:
+            more = list(self.task_ids)
+            self.rng.shuffle(more)
+            self.pool += more
+        step, self.pool = self.pool[:self.per_step], self.pool[self.per_step:]
+        return step
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng": self.rng.getstate(), "pool": list(self.pool)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.setstate(state["rng"])
+        self.pool = list(state["pool"])
+
+
 class LeapTrainer:
-    """Runs `config.run.steps` steps of: sample tasks, roll out groups, shape rewards, update.
+    """Runs `config.run.steps` steps of: take tasks, roll out groups, shape rewards, update; then the callbacks.
 
     Args:
         config: the run.
         policy: an `HFPolicy` to train; built from `config.model` when omitted.
-        tasks: the suite; from `config.tasks`/`task_ids`/`levels` when omitted.
+        tasks: the suite; from `config.tasks`/`split`/`task_ids`/`levels` when omitted.
+        callbacks: more `TrainerCallback` s, run after the default ones (probe, logs, checkpoints).
     """
 
-    def __init__(self, config: TrainConfig, policy: HFPolicy | None = None, tasks: list[Any] | None = None):
+    def __init__(self, config: TrainConfig, policy: HFPolicy | None = None, tasks: list[Any] | None = None,
+                 callbacks: list[TrainerCallback] | None = None):
         self.config = config
         self.out = Path(config.run.output_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         random.seed(config.run.seed)
         torch.manual_seed(config.run.seed)
+        if config.run.threads > 0:
+            torch.set_num_threads(config.run.threads)
         self.policy = policy or build_policy(config, self.out / "init_model" if config.model.path == "tiny" else None)
         self.model = self.policy.model
         self.ref_model = None
         if config.optim.kl_coef > 0:
             self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
         params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=config.optim.lr, weight_decay=config.optim.weight_decay)
+        o = config.optim
+        self.optimizer = torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay, betas=(0.9, o.beta2))
         self.tracker = DifficultyTracker(config.dcp.ema_alpha)
         self.tasks = tasks if tasks is not None else select_tasks(config)
         self.engine = RolloutEngine(self.policy, self.tasks, backend=config.backend, config=config.rollout,
                                     dcp=config.dcp, tracker=self.tracker, env_kwargs={"reward": config.reward.env_reward})
-        self.task_rng = random.Random(config.run.seed)
+        self.stream = TaskStream([t.id for t in self.tasks], config.run.tasks_per_step, config.run.seed)
         self.step = 0
-        self.metrics = MetricsWriter(self.out, tensorboard=config.run.tensorboard)
         self.log_path = self.out / "trajectories.jsonl"
         (self.out / "config.json").write_text(json.dumps(to_dict(config), indent=2))
         if config.run.resume:
             self.resume()
-        label = "LEAP" if config.reward.scheme == "leap" and config.dcp.enabled else config.reward.scheme
-        self.recorder = RunRecorder(self.out, label, config.reward.scheme, "leap-train", config.rollout.max_turns,
-                                    config.rollout.group_size, to_dict(config), keep_until_step=self.step)
+        self.callbacks = default_callbacks(self) + list(callbacks or [])
 
     # -- checkpoints -------------------------------------------------------------------------------
     @property
@@ -125,15 +178,22 @@ class LeapTrainer:
                       and not p.name.endswith(".tmp"))
         return done[-1] if done else None
 
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        """The parameters that train: the adapter of a LoRA model, every weight of a fully trained one."""
+        return {n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad}
+
     def save_checkpoint(self) -> Path:
-        """Model, optimizer, step, RNG states and difficulty tracker, written atomically."""
+        """Trainable weights (a LoRA run: its adapter, also as a peft folder ``adapter/``), optimizer, step,
+        RNG states, task stream and difficulty tracker, written atomically."""
         final = self.checkpoint_dir / f"step-{self.step:06d}"
         tmp = final.with_name(final.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        torch.save(self.model.state_dict(), tmp / "model.pt")
+        torch.save(self.trainable_state(), tmp / "trainable.pt")
+        if hasattr(self.model, "peft_config"):
+            self.model.save_pretrained(str(tmp / "adapter"))
         torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
-        rng = {"torch": torch.get_rng_state(), "python": random.getstate(), "tasks": self.task_rng.getstate(),
+        rng = {"torch": torch.get_rng_state(), "python": random.getstate(), "tasks": self.stream.state_dict(),
                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
         torch.save(rng, tmp / "rng.pt")
         (tmp / "state.json").write_text(json.dumps({"step": self.step, "tracker": self.tracker.state_dict()}))
@@ -144,62 +204,47 @@ class LeapTrainer:
         return final
 
     def resume(self) -> bool:
-        """Load the latest checkpoint (if any) and cut the logs back to it."""
+        """Load the latest checkpoint, if any (the logs are cut back to its step by `MetricsLog`)."""
         path = self.latest_checkpoint()
         if path is None:
             return False
-        self.model.load_state_dict(torch.load(path / "model.pt", map_location=self.policy.device))
+        state = torch.load(path / "trainable.pt", map_location=self.policy.device)
+        expected = set(self.trainable_state())
+        if set(state) != expected:
+            raise RuntimeError(f"{path} holds other trainable weights than this model ({len(set(state) ^ expected)} "
+                               "names differ): was it written by another config? Use another run.output_dir")
+        self.model.load_state_dict(state, strict=False)
         self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=self.policy.device))
         rng = torch.load(path / "rng.pt", weights_only=False)
         torch.set_rng_state(rng["torch"])
         random.setstate(rng["python"])
-        self.task_rng.setstate(rng["tasks"])
+        self.stream.load_state_dict(rng["tasks"])
         if rng.get("cuda") is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(rng["cuda"])
-        state = json.loads((path / "state.json").read_text())
-        self.step = int(state["step"])
-        self.tracker.load_state_dict(state["tracker"])
-        self.metrics.truncate(self.step)
-        if self.log_path.exists():
-            lines = [ln for ln in self.log_path.read_text().splitlines() if ln and json.loads(ln)["step"] <= self.step]
-            self.log_path.write_text("".join(ln + "\n" for ln in lines))
+        saved = json.loads((path / "state.json").read_text())
+        self.step = int(saved["step"])
+        self.tracker.load_state_dict(saved["tracker"])
         log.info("resumed from %s at step %d", path, self.step)
         return True
 
     # -- one step ------------------------------------------------------------------------------------
-    def sample_task_ids(self) -> list[str]:
-        ids = [t.id for t in self.tasks]
-        k = self.config.run.tasks_per_step
-        return self.task_rng.sample(ids, k) if k <= len(ids) else [self.task_rng.choice(ids) for _ in range(k)]
-
     def train_step(self) -> dict[str, float]:
-        """One rollout batch and its update; returns the step's metrics."""
+        """One rollout batch and its update, then the callbacks; returns the step's metrics."""
         cfg = self.config
-        start = time.perf_counter()
-        task_ids = self.sample_task_ids()
+        task_ids = self.stream.next()
         batch = self.engine.run(task_ids, seed=cfg.run.seed * 100_003 + self.step, desc=f"step {self.step + 1}")
         assign_rewards(batch.groups, cfg.reward.scheme, cfg.reward.gamma, cfg.reward.tie_break, cfg.reward.normalize_std)
         metrics = summarize(batch, cfg.rollout.max_turns)
-        update_start = time.perf_counter()
+        start = time.perf_counter()
         metrics.update(self.update(batch))
-        metrics["time_update"] = time.perf_counter() - update_start
-        metrics["time_step"] = time.perf_counter() - start
+        metrics["time_update"] = time.perf_counter() - start
+        metrics["wall_s"] = metrics["time_generation"] + metrics["time_evaluation"] + metrics["time_update"]
+        metrics["memo_hits"] = float(batch.memo_hits)
         metrics["reward_mean"] = sum(t.reward for t in batch.trajectories) / max(len(batch.trajectories), 1)
         self.step += 1
-        self._log_trajectories(batch)
-        self.recorder.write_step(*trainer_step_records(self.step, metrics, batch, cfg.rollout.max_turns))
-        self.metrics.write(self.step, metrics)
-        if self.step % cfg.run.save_every == 0 or self.step == cfg.run.steps:
-            self.save_checkpoint()
+        for callback in self.callbacks:
+            callback.on_step_end(self, metrics, batch)
         return metrics
-
-    def _log_trajectories(self, batch: RolloutBatch) -> None:
-        with self.log_path.open("a") as f:
-            for traj in batch.trajectories:
-                data = traj.to_dict(tokens=self.config.run.log_tokens)
-                for turn in data["turns"]:
-                    turn["prompt"] = turn["prompt"][-1:]  # the observation this turn answered
-                f.write(json.dumps({"step": self.step, **data}, default=str) + "\n")
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         precision = self.config.optim.precision
@@ -208,67 +253,93 @@ class LeapTrainer:
             return torch.autocast(device_type=device, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
+    @torch.no_grad()
+    def _score(self, model: torch.nn.Module, samples: list[Turn]) -> list[torch.Tensor]:
+        """Log-probabilities of each sample's tokens under `model` at the sampling temperature."""
+        out: list[torch.Tensor] = []
+        step = self.config.optim.micro_batch_size
+        for i in range(0, len(samples), step):
+            micro = samples[i:i + step]
+            with self._autocast():
+                out += [lp.detach() for lp in response_logprobs(
+                    model, [s.prompt_token_ids for s in micro], [s.token_ids for s in micro],
+                    self.policy.tokenizer.pad_token_id, self.config.rollout.temperature)]
+        return out
+
     def update(self, batch: RolloutBatch) -> dict[str, float]:
-        """The clipped policy-gradient update on every turn of every trajectory (token-level mean)."""
+        """`optim.epochs` passes of the clipped policy-gradient update over every turn of every trajectory.
+
+        The ratio's denominator is the trainer's own log-probability of each sampled token before the first
+        optimizer step, at the sampling temperature: the distribution the samples came from, whatever
+        generated them. The generator's log-probabilities are compared with it (``logprob_gap_*``); a mean gap
+        above `optim.max_logprob_gap` per token is an error (the samples came from another distribution).
+        """
         o = self.config.optim
         samples: list[Turn] = [turn for traj in batch.trajectories for turn in traj.turns
-                               if turn.token_ids and len(turn.logprobs) == len(turn.token_ids)
-                               and not (o.skip_zero_advantage and turn.advantage == 0.0)]
+                               if turn.token_ids and not (o.skip_zero_advantage and abs(turn.advantage) <= 1e-8)]
         stats = {"samples": float(len(samples)), "trained_tokens": float(sum(len(s.token_ids) for s in samples)),
-                 "loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio_mean": 1.0, "grad_norm": 0.0, "optimizer_steps": 0.0}
+                 "loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio_mean": 1.0, "grad_norm": 0.0,
+                 "optimizer_steps": 0.0, "logprob_gap_mean": 0.0, "logprob_gap_max": 0.0}
         if not samples:
             return stats
-        pad = self.policy.tokenizer.pad_token_id
-        temperature = self.config.rollout.temperature
+        self.model.eval()  # old and new log-probabilities of one distribution: no dropout on either side
+        old = self._score(self.model, samples)
+        ref = self._score(self.ref_model, samples) if self.ref_model is not None else None
+        gaps = [(torch.tensor(s.logprobs) - lp.float().cpu()).abs() for s, lp in zip(samples, old)
+                if len(s.logprobs) == len(s.token_ids)]
+        if gaps:
+            every = torch.cat(gaps)
+            stats["logprob_gap_mean"], stats["logprob_gap_max"] = float(every.mean()), float(every.max())
+            if stats["logprob_gap_mean"] > o.max_logprob_gap:
+                raise RuntimeError(f"the sampler's log-probabilities differ from the trainer's by {stats['logprob_gap_mean']:.3f} "
+                                   f"per token on average (bound optim.max_logprob_gap = {o.max_logprob_gap}): the samples "
+                                   "came from another distribution than the one being trained (other weights, temperature "
+                                   "or top-p/top-k truncation)")
         rng = random.Random(self.step)
-        self.model.train()
         totals = {"loss": 0.0, "clipped": 0.0, "kl": 0.0, "ratio": 0.0, "tokens": 0.0, "grad_norm": 0.0}
+        order = list(range(len(samples)))
         for _ in range(o.epochs):
-            order = samples[:]
             rng.shuffle(order)
             n_mb = max(1, min(o.mini_batches, len(order)))
             for m in range(n_mb):
                 mini = order[m::n_mb]
-                n_tokens = sum(len(s.token_ids) for s in mini)
+                norm = sum(len(samples[i].token_ids) for i in mini) if o.loss_agg == "token" else len(mini)
                 self.optimizer.zero_grad(set_to_none=True)
-                for i in range(0, len(mini), o.micro_batch_size):
-                    micro = mini[i:i + o.micro_batch_size]
-                    prompts, responses = [s.prompt_token_ids for s in micro], [s.token_ids for s in micro]
+                for start in range(0, len(mini), o.micro_batch_size):
+                    micro = mini[start:start + o.micro_batch_size]
                     with self._autocast():
-                        new = response_logprobs(self.model, prompts, responses, pad, temperature)
-                        ref = None
-                        if self.ref_model is not None:
-                            with torch.no_grad():
-                                ref = response_logprobs(self.ref_model, prompts, responses, pad, temperature)
+                        new = response_logprobs(self.model, [samples[i].prompt_token_ids for i in micro],
+                                                [samples[i].token_ids for i in micro], self.policy.tokenizer.pad_token_id,
+                                                self.config.rollout.temperature)
                     loss = torch.zeros((), device=self.policy.device)
-                    for j, (s, lp) in enumerate(zip(micro, new)):
-                        old = torch.tensor(s.logprobs, device=lp.device)
-                        ratio = torch.exp(lp - old)
-                        adv = float(s.advantage)
-                        clipped = torch.clamp(ratio, 1 - o.clip_eps, 1 + o.clip_eps_high)
-                        per_tok = -torch.minimum(ratio * adv, clipped * adv)
-                        if ref is not None:
-                            d = ref[j] - lp
-                            kl = torch.exp(d) - d - 1
-                            per_tok = per_tok + o.kl_coef * kl
-                            totals["kl"] += float(kl.detach().sum())
-                        loss = loss + per_tok.sum() / n_tokens
-                        totals["clipped"] += float(((ratio - clipped).abs() > 1e-8).float().sum())
-                        totals["ratio"] += float(ratio.detach().sum())
-                        totals["tokens"] += len(s.token_ids)
+                    for i, lp in zip(micro, new):
+                        per_token, st = clipped_policy_loss(lp, old[i].to(lp.device), float(samples[i].advantage),
+                                                            o.clip_eps, o.clip_eps_high,
+                                                            ref[i].to(lp.device) if ref is not None else None, o.kl_coef)
+                        loss = loss + (per_token.sum() if o.loss_agg == "token" else per_token.mean()) / norm
+                        for key in ("clipped", "kl", "ratio"):
+                            totals[key] += st[key]
+                        totals["tokens"] += len(lp)
                     loss.backward()
                     totals["loss"] += float(loss.detach())
                 params = [p for p in self.model.parameters() if p.requires_grad]
-                norm = torch.nn.utils.clip_grad_norm_(params, o.max_grad_norm if o.max_grad_norm > 0 else math.inf)
-                totals["grad_norm"] += float(norm)
+                norm_value = torch.nn.utils.clip_grad_norm_(params, o.max_grad_norm if o.max_grad_norm > 0 else math.inf)
+                totals["grad_norm"] += float(norm_value)
                 self.optimizer.step()
                 stats["optimizer_steps"] += 1
-        self.model.eval()
         tok = max(totals["tokens"], 1.0)
-        stats.update(loss=totals["loss"] / max(stats["optimizer_steps"], 1), clip_frac=totals["clipped"] / tok,
-                     kl=totals["kl"] / tok, ratio_mean=totals["ratio"] / tok,
-                     grad_norm=totals["grad_norm"] / max(stats["optimizer_steps"], 1))
+        steps = max(stats["optimizer_steps"], 1)
+        stats.update(loss=totals["loss"] / steps, clip_frac=totals["clipped"] / tok, kl=totals["kl"] / tok,
+                     ratio_mean=totals["ratio"] / tok, grad_norm=totals["grad_norm"] / steps)
         return stats
+
+    def judge(self, tasks: list[Any], samples: int, seed: int = 12345) -> dict[str, Any]:
+        """`evaluate_policy` of the current policy on `tasks` with this run's backend, turns and temperature."""
+        from leap_agents.training.evaluate import evaluate_policy
+
+        r = self.config.rollout
+        return evaluate_policy(self.policy, tasks, self.config.backend, samples, r.max_turns, r.temperature, seed,
+                               r.max_new_tokens, r.eval_workers, {"reward": self.config.reward.env_reward})
 
     def train(self, steps: int | None = None) -> list[dict[str, float]]:
         """Train until `steps` (default `config.run.steps`) steps are done in total; returns each new step's metrics."""
@@ -277,10 +348,13 @@ class LeapTrainer:
         while self.step < target:
             metrics = self.train_step()
             history.append(metrics)
-            log.info("step %d: pass@1 %.3f solve %.3f responses %d tokens %d loss %.4f (gen %.1fs eval %.1fs upd %.1fs)",
-                     self.step, metrics["pass_at_1"], metrics["solve_rate"], metrics["responses"], metrics["tokens"],
-                     metrics["loss"], metrics["time_generation"], metrics["time_evaluation"], metrics["time_update"])
-        self.metrics.close()
-        if self.step:
-            write_report([self.out], self.out / "report.html")
+            log.info("step %d: pass@1 %.3f by turn %s, responses %d (DCP %s), reward %.3f, loss %.4f, kl %.4f%s "
+                     "(gen %.1fs eval %.1fs upd %.1fs, %d memo hits)", self.step, metrics["pass_at_1"],
+                     [round(metrics[f"pass_turn_{j}"], 2) for j in range(1, self.config.rollout.max_turns + 1)],
+                     metrics["responses"], {k[5:]: int(v) for k, v in metrics.items() if k.startswith("stop_") and v},
+                     metrics["reward_mean"], metrics["loss"], metrics["kl"],
+                     f", reference p {metrics['reference_p']:.3f}" if "reference_p" in metrics else "",
+                     metrics["time_generation"], metrics["time_evaluation"], metrics["time_update"], metrics["memo_hits"])
+        for callback in self.callbacks:
+            callback.on_train_end(self)
         return history

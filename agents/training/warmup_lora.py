@@ -24,22 +24,26 @@ under ``$LEAP_GYM_CACHE/pretrained/<name>-lora-<hash>``; ``--ship`` also copies 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import functools
 import hashlib
 import json
 import logging
-import random
 import shutil
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from leap_gym.cache import cache_dir
+from leap_gym.tasks.mutants import mutants
+
 from leap_agents.policies.pretrained import ADAPTERS_DIR, SMOLLM2, spec_of
+from leap_agents.training.mini.data import as_response, check_split, make_split, mini_tasks, reference_cuda
+from leap_agents.training.sft import EvalFn, judge_mutants, sft
+from leap_agents.training.synthetic_tasks import synthetic_tasks, wrong_operator_kernels
 
 log = logging.getLogger(__name__)
 
@@ -87,25 +91,19 @@ class SftExample:
 
 def warmup_split(config: LoraWarmupConfig) -> tuple[list[Any], Any]:
     """LEAP-mini's tasks (level 1, short form, CPU sizes) and its train/held-out split."""
-    from leap_agents.training.mini.data import make_split, mini_tasks
-
     tasks = mini_tasks()
     return tasks, make_split(tasks, config.held_out, config.split_seed)
 
 
-def build_examples(tasks: list[Any], train_ids: list[str], judge: Any, mutants_per_task: int = 4,
+def build_examples(tasks: list[Any], train_ids: list[str], judge: EvalFn, mutants_per_task: int = 4,
                    first_turn_weight: int = 2, seed: int = 0,
                    wrong_operators: int = 0) -> tuple[list[SftExample], dict[str, Any]]:
-    """First-turn and repair examples of the training tasks, each mutant judged by `judge` (a mini `Judge`).
+    """First-turn and repair examples of the training tasks, each mutant judged by `judge`.
 
     Returns:
         The examples and statistics (mutants judged, kept, statuses, seconds).
     """
     from leap_gym.evaluation.feedback import render_feedback, render_prompt
-
-    from leap_agents.training.mini.data import as_response, reference_cuda
-    from leap_gym.tasks.mutants import mutants
-    from leap_agents.training.synthetic_tasks import wrong_operator_kernels
 
     by_id = {t.id: t for t in tasks}
     examples: list[SftExample] = []
@@ -120,14 +118,9 @@ def build_examples(tasks: list[Any], train_ids: list[str], judge: Any, mutants_p
             examples += [SftExample(task_id, "first_turn", prompt, ref)] * first_turn_weight
         muts = mutants(reference_cuda(task), mutants_per_task, seed=seed * 1000 + n)
         muts += wrong_operator_kernels(task_id, wrong_operators, seed)
-        results = judge([(task, as_response(m)) for _, m in muts])
-        for (op, mutated), result in zip(muts, results):
-            stats["mutants"] += 1
-            stats["statuses"][result.status] = stats["statuses"].get(result.status, 0) + 1
-            if result.status in ("CORRECT", "COMPILED"):
-                stats["passed"] += 1
-                continue
-            stats["kept"] += 1
+        judged = judge_mutants(task, reference_cuda(task), muts, judge, as_response)
+        judged.count_into(stats)
+        for op, mutated, result in judged.failing:
             history = prompt + [{"role": "assistant", "content": as_response(mutated)},
                                 {"role": "user", "content": render_feedback(result, 1, MAX_TURNS)}]
             examples.append(SftExample(task_id, "repair", history, refs[0], op, result.status))
@@ -135,130 +128,14 @@ def build_examples(tasks: list[Any], train_ids: list[str], judge: Any, mutants_p
     return examples, stats
 
 
-def synthetic_references(judge: Any) -> list[Any]:
+def synthetic_references(judge: EvalFn) -> list[Any]:
     """The synthetic elementwise tasks whose reference solution `judge` finds CORRECT (all of them, normally)."""
-    from leap_agents.training.mini.data import as_response, reference_cuda
-    from leap_agents.training.synthetic_tasks import synthetic_tasks
-
     tasks = synthetic_tasks()
     results = judge([(t, as_response(reference_cuda(t))) for t in tasks])
     failed = [t.id for t, r in zip(tasks, results) if r.status != "CORRECT"]
     if failed:
         log.warning("synthetic tasks left out, their reference is not CORRECT: %s", failed)
     return [t for t, r in zip(tasks, results) if r.status == "CORRECT"]
-
-
-@dataclass
-class PrefixedExample:
-    """An encoded SFT pair and the hidden states its frozen layers produce (they never change, so are computed once).
-
-    Attributes:
-        prompt: prompt token ids.
-        response: response token ids (the loss covers these).
-        states: ``(len(prompt) + len(response), hidden)``, the input of the first adapted decoder layer.
-    """
-
-    prompt: list[int]
-    response: list[int]
-    states: torch.Tensor
-
-
-def _decoder(model: Any) -> tuple[Any, Any]:
-    """The decoder stack (``.layers``, ``.norm``) and the LM head of a (peft-wrapped) causal LM."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return base.model, base.lm_head
-
-
-def first_adapted_layer(model: Any) -> int:
-    """Index of the lowest decoder layer with trainable parameters; everything below it is frozen."""
-    layers = _decoder(model)[0].layers
-    return next((i for i, layer in enumerate(layers) if any(p.requires_grad for p in layer.parameters())),
-                len(layers))
-
-
-@contextlib.contextmanager
-def _partial_stack(model: Any, layers: slice, final_norm: bool) -> Iterator[Any]:
-    """The model's decoder running only ``layers`` of its stack (and its final norm only if `final_norm`)."""
-    decoder, _ = _decoder(model)
-    full, norm = decoder.layers, decoder.norm
-    decoder.layers = full[layers]
-    if not final_norm:
-        decoder.norm = torch.nn.Identity()
-    try:
-        yield decoder
-    finally:
-        decoder.layers, decoder.norm = full, norm
-
-
-@torch.no_grad()
-def prefix_examples(model: Any, encoded: list[tuple[list[int], list[int]]]) -> list[PrefixedExample]:
-    """Run each (prompt, response) once through the frozen layers below `first_adapted_layer`, and no further."""
-    device = next(model.parameters()).device
-    out = []
-    with _partial_stack(model, slice(0, first_adapted_layer(model)), final_norm=False) as frozen:
-        for prompt, response in encoded:
-            ids = torch.tensor([list(prompt) + list(response)], device=device)
-            states = frozen(input_ids=ids, use_cache=False).last_hidden_state[0]
-            out.append(PrefixedExample(list(prompt), list(response), states))
-    return out
-
-
-def adapted_logits(model: Any, states: torch.Tensor, positions: slice) -> torch.Tensor:
-    """The model's logits at `positions` from `states` (a `PrefixedExample`'s), running only the adapted layers."""
-    with _partial_stack(model, slice(first_adapted_layer(model), None), final_norm=True) as adapted:
-        hidden = adapted(inputs_embeds=states[None], use_cache=False).last_hidden_state[0]
-    return _decoder(model)[1](hidden[positions])
-
-
-def sft_step(policy: Any, batch: list[PrefixedExample], optimizer: torch.optim.Optimizer) -> float:
-    """One optimizer step of the mean response-token negative log-likelihood over `batch`.
-
-    Each example runs alone from its cached states through the adapted layers (no padding); gradients add up
-    over the batch and are divided by its response tokens.
-    """
-    policy.model.train()
-    optimizer.zero_grad()
-    params = [p for p in policy.model.parameters() if p.requires_grad]
-    tokens = sum(len(e.response) for e in batch)
-    total = 0.0
-    for e in batch:
-        start = len(e.prompt) - 1
-        logits = adapted_logits(policy.model, e.states, slice(start, start + len(e.response))).float()
-        target = torch.tensor(e.response, dtype=torch.long, device=logits.device)
-        nll = -torch.log_softmax(logits, dim=-1).gather(-1, target[:, None]).sum()
-        (nll / tokens).backward()
-        total += float(nll.item())
-    torch.nn.utils.clip_grad_norm_(params, 1.0)
-    optimizer.step()
-    return total / tokens
-
-
-def sft(policy: Any, examples: list[SftExample], steps: int, batch_size: int = 4, lr: float = 1e-3, seed: int = 0,
-        progress: bool = True) -> list[float]:
-    """LoRA SFT of `policy` (its trainable parameters) on `examples`, rendered by the policy. Returns losses."""
-    from tqdm.auto import tqdm
-
-    rng = random.Random(seed)
-    encoded = [(policy.encode_prompt(e.history), policy.encode_response(e.response)) for e in examples]
-    prefixed = prefix_examples(policy.model, encoded)
-    params = [p for p in policy.model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-    warm = max(1, steps // 10)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + torch.cos(torch.tensor(torch.pi * s / steps)).item()))
-    order: list[int] = []
-    losses: list[float] = []
-    bar = tqdm(range(steps), desc="lora warm-up", unit="step", disable=not progress)
-    for _ in bar:
-        while len(order) < batch_size:
-            more = list(range(len(prefixed)))
-            rng.shuffle(more)
-            order += more
-        losses.append(sft_step(policy, [prefixed[order.pop()] for _ in range(batch_size)], optimizer))
-        schedule.step()
-        bar.set_postfix(loss=f"{losses[-1]:.3f}")
-    policy.model.eval()
-    return losses
 
 
 #: The linear layers of a Llama-style decoder layer that LoRA adapts.
@@ -275,9 +152,7 @@ def lora_kwargs(model: Any, r: int, alpha: int, top_layers: int = 0) -> dict[str
 
 
 def cache_path(config: LoraWarmupConfig) -> Path:
-    from leap_gym.cache import cache_dir
-
-    return cache_dir() / "pretrained" / f"{spec_of(config.model).name}-lora-{config.key()}"
+    return cache_dir("pretrained", f"{spec_of(config.model).name}-lora-{config.key()}")
 
 
 def save_adapter(model: Any, path: Path) -> None:
@@ -293,8 +168,10 @@ def save_adapter(model: Any, path: Path) -> None:
 def warmup(config: LoraWarmupConfig | None = None, rebuild: bool = False, backend: str = "cpu",
            progress: bool = True) -> tuple[Path, dict[str, Any]]:
     """Build (or find cached) the LoRA warm-up adapter. Returns its folder and its metadata."""
-    from leap_agents.training.mini.data import check_split
-    from leap_agents.training.mini.judge import Judge
+    from leap_gym.evaluation.evaluator import Evaluator
+    from leap_gym.evaluation.memo import CachingEvaluator, evaluate_all
+    from leap_gym.evaluation.pipeline import EvalConfig
+
     from leap_agents.policies.hf import HFPolicy, apply_lora
 
     config = config or LoraWarmupConfig()
@@ -304,7 +181,8 @@ def warmup(config: LoraWarmupConfig | None = None, rebuild: bool = False, backen
         return path, json.loads((path / "warmup.json").read_text())
     tasks, split = warmup_split(config)
     t0 = time.perf_counter()
-    with Judge(backend) as judge:
+    with Evaluator(EvalConfig(backend=backend, workers=2)) as evaluator:
+        judge = functools.partial(evaluate_all, CachingEvaluator(evaluator))
         extra = synthetic_references(judge) if config.synthetic else []
         examples, stats = build_examples(tasks + extra, split.train + [t.id for t in extra], judge,
                                          config.mutants_per_task, config.first_turn_weight, config.seed,
@@ -317,9 +195,11 @@ def warmup(config: LoraWarmupConfig | None = None, rebuild: bool = False, backen
     policy.model = apply_lora(policy.model, **lora_kwargs(policy.model, config.lora_r, config.lora_alpha,
                                                           config.lora_layers))
     t1 = time.perf_counter()
-    losses = sft(policy, examples, config.steps, config.batch_size, config.lr, config.seed, progress)
+    encoded = [(policy.encode_prompt(e.history), policy.encode_response(e.response)) for e in examples]
+    losses = sft(policy.model, encoded, config.steps, config.batch_size, config.lr, pad_id=policy.tokenizer.pad_token_id,
+                 seed=config.seed, frozen_prefix=True, progress=progress)
     t2 = time.perf_counter()
-    lengths = [len(policy.encode_prompt(e.history)) + len(policy.encode_response(e.response)) for e in examples]
+    lengths = [len(p) + len(r) for p, r in encoded]
     meta = {"config": asdict(config), "split": split.to_dict(), "backend": backend, "data": stats,
             "examples": {"first_turn": sum(e.kind == "first_turn" for e in examples),
                          "repair": sum(e.kind == "repair" for e in examples)},

@@ -1,9 +1,8 @@
 """The run folder a report reads: ``run.json``, ``steps.jsonl`` (one line per RL step) and
 ``rollouts.jsonl`` (one line per group of G trajectories), written by `RunRecorder`.
 
-Both training loops (LEAP-mini's ``leap_agents.training.mini.rl.train_arm`` and ``leap_agents.training.trainer``)
-turn their own structures into a `StepRecord` and `GroupRecord` s (``leap_agents.training.run_record``)
-and hand them to one `RunRecorder`. Nothing here needs torch: ``leap-gym report`` reads a run
+The trainer (``leap_agents.training.trainer``) turns its structures into a `StepRecord` and `GroupRecord` s
+(``leap_agents.training.run_record``) and hands them to a `RunRecorder`. Nothing here needs torch: ``leap-gym report`` reads a run
 folder on a machine with only the environment package installed.
 
 A step record::

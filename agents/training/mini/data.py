@@ -23,44 +23,25 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from leap_gym.evaluation.parse import FormatError, parse_response
-from leap_gym.result import COMPILE_ERROR, CORRECT, FORMAT_ERROR, RUNTIME_ERROR, TIMEOUT, WRONG_OUTPUT, EvalResult
+from leap_gym.evaluation.parse import parse_response, strip_comments
 from leap_gym.tasks import Task, load_tasks
+
+from leap_agents.policies.prompts import kernel_name_of, short_id
 
 #: End of every response and of every training sequence.
 EOS = "<|eos|>"
 PAD = "<|pad|>"
 SPECIAL_TOKENS = [PAD, EOS]
 
-_LINE_COMMENT_RE = re.compile(r"//[^\n]*")
-_BLOCK_COMMENT_RE = re.compile(r"/\*.*?\*/", re.DOTALL)
-
-
-def strip_comments(cuda: str) -> str:
-    """The CUDA source without comments, trailing spaces and blank lines (shorter training targets)."""
-    cuda = _BLOCK_COMMENT_RE.sub("", cuda)
-    cuda = _LINE_COMMENT_RE.sub("", cuda)
-    lines = [line.rstrip() for line in cuda.splitlines()]
-    return "\n".join(line for line in lines if line.strip()) + "\n"
-
-
 def reference_cuda(task: Task, index: int = 0) -> str:
     """The `cuda` block of one of the task's reference solutions, comments stripped."""
-    parsed = parse_response(task.reference_solutions[index], wrapper=task.wrapper)
-    return strip_comments(parsed.cuda)
+    cuda = strip_comments(parse_response(task.reference_solutions[index], wrapper=task.wrapper).cuda)
+    return "\n".join(line.rstrip() for line in cuda.splitlines() if line.strip()) + "\n"
 
 
 def as_response(cuda: str) -> str:
     """A short-form response (only the ```cuda block) holding `cuda`."""
     return f"```cuda\n{cuda.rstrip()}\n```"
-
-
-def cuda_of(response: str) -> str:
-    """The `cuda` block of a response, or the raw text when it has none (for the next prompt)."""
-    try:
-        return parse_response(response, wrapper="// short form").cuda
-    except (FormatError, ValueError):
-        return response
 
 
 @dataclass
@@ -123,59 +104,3 @@ def check_split(split: Split, training_texts: list[str], tasks_by_id: dict[str, 
             if (ref.strip() in text or f"task {short_id(task)}:" in text
                     or re.search(rf"\b{re.escape(kernel_name)}\s*\(", text)):
                 raise AssertionError(f"held-out task {task_id} leaks into the training data")
-
-
-def short_id(task: Task) -> str:
-    return task.id.split("/", 1)[1]
-
-
-def kernel_name_of(task: Task) -> str:
-    match = re.search(r"void\s+(\w+)\s*\(", task.wrapper_signature)
-    return match.group(1) if match else short_id(task)
-
-
-def task_header(task: Task) -> str:
-    """The first two lines of every prompt: the task and the kernel signature the wrapper launches."""
-    sig = re.sub(r'^\s*extern\s+"C"\s+__global__\s+void\s+', "", task.wrapper_signature).strip()
-    desc = re.sub(r"\s+", " ", task.description).strip()
-    return f"task {short_id(task)}: {desc}\nsig {sig}\n"
-
-
-def brief_feedback(result: EvalResult, max_chars: int = 160) -> str:
-    """The status line and the key facts of a result, on one line (what the mini policy reads)."""
-    status = result.status
-    if status == COMPILE_ERROR:
-        first = next((d for d in result.diagnostics if d.severity == "error"), None)
-        fact = f"line {first.line}: {first.message}" if first is not None and first.line else (
-            first.message if first is not None else result.message)
-    elif status == WRONG_OUTPUT and result.mismatch is not None and result.mismatch.max_abs_error is not None:
-        m = result.mismatch
-        fact = (f"max abs err {m.max_abs_error:.3g}, {100 * (m.fraction_mismatched or 0):.1f}% mismatched, "
-                f"first at {m.first_index}")
-    elif status in (RUNTIME_ERROR, TIMEOUT, WRONG_OUTPUT, FORMAT_ERROR):
-        fact = (result.message or result.detail).splitlines()[0] if (result.message or result.detail) else ""
-    elif status == CORRECT:
-        fact = "ok"
-    else:
-        fact = result.message
-    fact = re.sub(r"\s+", " ", fact).strip()
-    line = f"{status} {fact}".strip()
-    return line if len(line) <= max_chars else line[: max_chars - 3] + "..."
-
-
-def render_prompt(task: Task, prev_response: str | None = None, prev_result: EvalResult | None = None,
-                  with_code: bool = False, max_prev_chars: int = 1400) -> str:
-    """The mini policy's prompt: the task header, then (after turn 1) the last attempt's feedback.
-
-    Args:
-        with_code: also show the previous attempt's `cuda` block (longer sequences; off for the mini model).
-    """
-    text = task_header(task)
-    if prev_result is not None:
-        if with_code and prev_response is not None:
-            prev = cuda_of(prev_response).strip()[:max_prev_chars]
-            text += f"prev:\n```cuda\n{prev}\n```\n"
-        text += f"fb {brief_feedback(prev_result)}\nfix:\n"
-    else:
-        text += "answer:\n"
-    return text

@@ -21,31 +21,43 @@ where DCP and the rank reward matter. The checkpoint is cached under ``$LEAP_GYM
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
-import random
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 
-from leap_agents.training.mini.data import (EOS, Split, as_response, check_split, make_split, mini_tasks, reference_cuda,
-                                   render_prompt, task_header)
-from leap_agents.training.mini.model import MiniModelConfig, build_model, load_policy, save_policy, train_tokenizer, wrap_tokenizer
-from leap_agents.training.mini.judge import Judge
-from leap_gym.tasks.mutants import DRAFT_OPERATORS, mutants
-from leap_agents.training.mini.policy import MiniPolicy
-from leap_gym.result import CORRECT, EvalResult
+from leap_gym.cache import cache_dir
 from leap_gym.tasks import Task
+from leap_gym.tasks.mutants import DRAFT_OPERATORS, mutants
+
+from leap_agents.policies.hf import HFPolicy
+from leap_agents.policies.prompts import MiniPrompt, mini_prompt, task_header
+from leap_agents.training.mini.data import EOS, PAD, Split, as_response, check_split, make_split, mini_tasks, reference_cuda
+from leap_agents.training.sft import EvalFn, judge_mutants, sft
+from leap_agents.training.tiny import build_qwen2, load_model, save_model, train_tokenizer
 
 log = logging.getLogger(__name__)
 
-#: Judges (task, response) pairs, e.g. a `leap_agents.training.mini.judge.Judge`.
-EvalFn = Callable[[list[tuple[Task, str]]], list[EvalResult]]
+@dataclass
+class MiniModelConfig:
+    """Size of the mini Qwen2 model (defaults: about 1.5M parameters with a 1k vocabulary).
+
+    Small on purpose: on two shared CPU cores the warm-up and the three arms of the benchmark must fit
+    in 90 minutes. At 0.7M parameters (hidden 128) RL levelled off near a reference probability of
+    0.58 within a dozen steps; at 1.5M it rises for most of 24 (0.51 -> 0.89) for 1.3x the warm-up time.
+    """
+
+    hidden_size: int = 192
+    intermediate_size: int = 576
+    num_hidden_layers: int = 3
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    max_position_embeddings: int = 1024
 
 
 @dataclass
@@ -137,33 +149,19 @@ def build_examples(tasks: list[Task], split: Split, eval_fn: EvalFn, mutants_per
         if draft_mutants > 0 and draft_correct_rate < 1.0:
             candidates = mutants(refs[0], 2 * draft_mutants, seed=seed * 1000 + n, only=DRAFT_OPERATORS) + [
                 m for m in candidates if m[0] not in DRAFT_OPERATORS]
-        ref_result, *results = eval_fn([(task, as_response(refs[0]))] + [(task, as_response(m)) for _, m in candidates])
-        for retry in range(2):  # a cold compile on a loaded machine can time out; judged again (text outside
-            if ref_result.status in (CORRECT, "COMPILED"):  # the block is ignored, and skips a judge's memo)
-                break
-            ref_result = eval_fn([(task, as_response(refs[0]) + f"\nretry {retry + 1}")])[0]
-        if ref_result.status not in (CORRECT, "COMPILED"):
-            raise RuntimeError(f"the reference of {task_id} is judged {ref_result.status} ({ref_result.message[:300]}): "
-                               "the backend cannot tell a bug from a fix, so no warm-up data is built; fix the "
-                               "backend (e.g. NVRTC not found: install nvidia-cuda-nvrtc) or pass backend='compile-only'")
-        failing: list[tuple[str, str, EvalResult]] = []
-        for (op, mutated), result in zip(candidates, results):
-            stats["mutants"] += 1
-            stats["statuses"][result.status] = stats["statuses"].get(result.status, 0) + 1
-            if result.status == CORRECT or result.status == "COMPILED":
-                stats["passed"] += 1  # harmless (or not judged) here: not a bug to repair
-                continue
-            stats["kept"] += 1
+        judged = judge_mutants(task, refs[0], candidates, eval_fn, as_response)
+        judged.count_into(stats)
+        for op, mutated, result in judged.failing:
             stats["by_op"][op] = stats["by_op"].get(op, 0) + 1
-            failing.append((op, mutated, result))
-            prompt = render_prompt(task, as_response(mutated), result)
-            examples.append(WarmupExample(task_id, "repair", prompt, as_response(refs[0]), op, result.status))
+            examples.append(WarmupExample(task_id, "repair", mini_prompt(task, result), as_response(refs[0]), op,
+                                          result.status))
+        failing = judged.failing
         drafts = [f for f in failing if f[0] in DRAFT_OPERATORS][:draft_mutants] if draft_correct_rate < 1.0 else []
         if draft_correct_rate < 1.0 and len(drafts) < draft_mutants:  # too few structured bugs: any real failure
             drafts += [f for f in failing if f not in drafts][: draft_mutants - len(drafts)]
         n_correct = first_turn_weight if not drafts else round(first_turn_weight * draft_correct_rate)
         stats["drafts"][task_id] = len(drafts)
-        prompt = render_prompt(task)
+        prompt = mini_prompt(task)
         for k in range(first_turn_weight):
             if k < n_correct:
                 examples.append(WarmupExample(task_id, "first_turn", prompt, as_response(refs[k % len(refs)])))
@@ -175,84 +173,65 @@ def build_examples(tasks: list[Task], split: Split, eval_fn: EvalFn, mutants_per
     return examples, stats
 
 
-def sft(policy: MiniPolicy, examples: list[WarmupExample], steps: int, batch_size: int = 16, lr: float = 2e-3,
-        seed: int = 0, log_every: int = 50) -> list[float]:
-    """Supervised fine-tuning on (prompt, response) pairs; loss on response tokens only. Returns losses."""
-    rng = random.Random(seed)
-    model = policy.model
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
-    warm = max(1, steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + torch.cos(torch.tensor(3.14159 * s / steps)).item()))
-    encoded = [(policy.encode(e.prompt), policy.encode(e.response) + [policy.eos_id]) for e in examples]
-    losses = []
-    order: list[int] = []
-    for step in range(steps):
-        while len(order) < batch_size:
-            more = list(range(len(encoded)))
-            rng.shuffle(more)
-            order += more
-        batch = [encoded[order.pop()] for _ in range(batch_size)]
-        logp, mask = policy.token_logprobs([b[0] for b in batch], [b[1] for b in batch])
-        loss = -(logp * mask).sum() / mask.sum()
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        if log_every and (step + 1) % log_every == 0:
-            log.info("sft step %d/%d loss %.3f", step + 1, steps, sum(losses[-log_every:]) / log_every)
-    model.eval()
-    return losses
-
-
 def cache_root() -> Path:
-    from leap_gym.backends.nvrtc import cache_dir
+    return cache_dir("mini")
 
-    return cache_dir() / "mini"
+
+def _policy(model: Any, tokenizer: Any, config: WarmupConfig) -> HFPolicy:
+    return HFPolicy(model, tokenizer, max_prompt_tokens=config.model.max_position_embeddings, batch_size=32,
+                    max_new_tokens=config.max_new_tokens, prompt_format=MiniPrompt())
 
 
 def warmup_policy(config: WarmupConfig | None = None, cache: Path | None = None, backend: str | None = None,
-                  rebuild: bool = False) -> tuple[MiniPolicy, Split, dict[str, Any]]:
-    """The warm-up policy: loaded from the cache, or built (data, tokenizer, model, SFT) and cached.
+                  rebuild: bool = False) -> tuple[HFPolicy, Split, dict[str, Any]]:
+    """The warm-up policy (reading `MiniPrompt`): loaded from the cache, or built (data, tokenizer, model, SFT)
+    and cached.
 
     Returns:
         The policy, the split, and the build's metadata (data statistics, SFT losses, timings).
     """
+    from leap_gym.evaluation.evaluator import Evaluator
+    from leap_gym.evaluation.memo import CachingEvaluator, evaluate_all
+    from leap_gym.evaluation.pipeline import EvalConfig
+
     config = config or WarmupConfig()
     path = (cache or cache_root()) / f"warmup-{config.key()}"
     meta_path = path / "warmup.json"
     if meta_path.exists() and not rebuild:
         meta = json.loads(meta_path.read_text())
-        model, tokenizer = load_policy(path)
-        split = Split(**meta["split"])
+        model, tokenizer = load_model(path)
         log.info("loaded the cached warm-up policy from %s", path)
-        return MiniPolicy(model, tokenizer, config.max_new_tokens), split, meta
+        return _policy(model, tokenizer, config), Split(**meta["split"]), meta
     tasks = mini_tasks()
     split = make_split(tasks, config.held_out, config.split_seed)
     backend = backend or pick_backend()
     t0 = time.perf_counter()
-    with Judge(backend) as judge:
+    with Evaluator(EvalConfig(backend=backend, workers=2)) as evaluator:
+        judge = functools.partial(evaluate_all, CachingEvaluator(evaluator))
         examples, stats = build_examples(tasks, split, judge, config.mutants_per_task, config.first_turn_weight,
                                          config.seed, config.draft_correct_rate, config.draft_mutants)
     check_split(split, [e.prompt + e.response for e in examples], {t.id: t for t in tasks})
-    tokenizer = wrap_tokenizer(train_tokenizer(tokenizer_corpus(tasks, split), config.vocab_size))
-    model = build_model(len(tokenizer), config.model, seed=config.seed, pad_token_id=tokenizer.pad_token_id,
-                        eos_token_id=tokenizer.convert_tokens_to_ids(EOS))
-    policy = MiniPolicy(model, tokenizer, config.max_new_tokens)
+    tokenizer = train_tokenizer(tokenizer_corpus(tasks, split), config.vocab_size, [PAD, EOS], eos_token=EOS,
+                                pad_token=PAD, min_frequency=2)
+    m = config.model
+    model = build_qwen2(tokenizer, hidden_size=m.hidden_size, layers=m.num_hidden_layers, heads=m.num_attention_heads,
+                        kv_heads=m.num_key_value_heads, intermediate_size=m.intermediate_size,
+                        max_positions=m.max_position_embeddings, seed=config.seed)
+    policy = _policy(model, tokenizer, config)
     t1 = time.perf_counter()
     # SFT runs on the caller's torch thread count: on a shared 2-core machine two threads spin against
-    # each other and other load (one SFT run took 5 min for under 50 steps), one thread does not.
-    losses = sft(policy, examples, config.sft_steps, config.batch_size, config.lr, config.seed)
+    # each other and other load, one thread does not.
+    encoded = [(tokenizer(e.prompt, add_special_tokens=False)["input_ids"], policy.encode_response(e.response))
+               for e in examples]
+    losses = sft(model, encoded, config.sft_steps, config.batch_size, config.lr, pad_id=tokenizer.pad_token_id,
+                 seed=config.seed, weight_decay=0.01, betas=(0.9, 0.98), warmup_fraction=0.05)
     t2 = time.perf_counter()
     meta = {"config": asdict(config), "split": split.to_dict(), "backend": backend, "data": stats,
             "examples": {kind: sum(e.kind == kind for e in examples) for kind in ("first_turn", "first_draft", "repair")},
             "sft_losses": losses[:: max(1, len(losses) // 50)], "final_loss": losses[-1] if losses else None,
             "seconds": {"data": t1 - t0, "sft": t2 - t1},
             "parameters": sum(p.numel() for p in model.parameters())}
-    save_policy(model, tokenizer, path)
+    save_model(model, tokenizer, path)
     (path / "examples.jsonl").write_text("".join(json.dumps(asdict(e)) + "\n" for e in examples))
     meta_path.write_text(json.dumps(meta, indent=1))
     log.info("warm-up built in %.0f s (data %.0f s, SFT %.0f s), cached at %s", t2 - t0, t1 - t0, t2 - t1, path)

@@ -261,3 +261,28 @@ def test_reference_probe_is_the_rate_at_which_samples_are_the_reference(small_po
     rate = sum(s.token_ids == reference for s in samples) / len(samples)
     assert 0.05 < rate < 0.95  # the check means something only where samples differ
     assert abs(probe - rate) < 4 * (rate * (1 - rate) / len(samples)) ** 0.5
+
+
+def test_a_lora_checkpoint_holds_the_adapter_and_the_optimizer_not_the_model(tmp_path, small_policy, relu):
+    pytest.importorskip("peft")
+    from leap_agents.policies.hf import apply_lora
+    from leap_agents.training.trainer import LeapTrainer
+
+    model = apply_lora(copy.deepcopy(small_policy.model), r=4, lora_alpha=8)
+    policy = HFPolicy(model, small_policy.tokenizer, max_new_tokens=40, prompt_format=MiniPrompt())
+    config = _config(tmp_path, "leap", lr=1e-2)
+    trainer = LeapTrainer(config, policy=policy, tasks=[relu])
+    trainer.update(_handmade_batch(policy, relu))
+    trainer.step = 1
+    path = trainer.save_checkpoint()
+    saved = torch.load(path / "trainable.pt")
+    assert saved and all("lora_" in name for name in saved)
+    assert sum(v.numel() for v in saved.values()) < 0.2 * sum(p.numel() for p in model.parameters())
+    assert (path / "adapter" / "adapter_config.json").exists() and (path / "optimizer.pt").exists()
+    with torch.no_grad():  # a fresh process would start from the warm-up: scramble the adapter, then resume
+        for name, p in model.named_parameters():
+            if "lora_" in name:
+                p.zero_()
+    resumed = LeapTrainer(config, policy=policy, tasks=[relu])
+    assert resumed.step == 1
+    assert all(torch.equal(resumed.trainable_state()[n], v) for n, v in saved.items())

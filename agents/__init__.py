@@ -31,6 +31,8 @@ _LAZY = {
     "assign_rewards": "leap_agents.training.trajectory",
     "TrainConfig": "leap_agents.training.config",
     "load_config": "leap_agents.training.config",
+    "arm_config": "leap_agents.training.config",
+    "evaluate_policy": "leap_agents.training.evaluate",
     "LeapTrainer": "leap_agents.training.trainer",
     "summarize": "leap_agents.training.metrics",
     "build_tiny": "leap_agents.training.tiny",

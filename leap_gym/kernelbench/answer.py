@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leap_gym.evaluation.kernels import parse_kernel_signatures, strip_comments
-from leap_gym.kernelbench.host import Untranslatable, function_header, translate_declarations, translate_function
+from leap_gym.kernelbench.host import (Declarations, Untranslatable, function_header, translate_declarations,
+                                       translate_function)
+from leap_gym.kernelbench.names import DISPATCH_TYPES, ELEMENT_TYPES, HostCompileError, strip_namespace
 from leap_gym.kernelbench.runtime import C_HELPERS
 from leap_gym.evaluation.parse import ParsedResponse, python_only_block
 
@@ -67,6 +69,8 @@ class Conversion:
         real_python: the python block for a real build (``cuda`` backend): the calls replaced by
             the names ``kb_extension_<name>``, bound to the built modules at run time.
         error: why the answer could not be converted ("" when it was).
+        error_kind: ``"format"`` (the block cannot be read), ``"compile"`` (host code a real build
+            rejects) or ``"unsupported"`` (a host construct the translation does not cover).
     """
 
     cuda: str = ""
@@ -74,6 +78,7 @@ class Conversion:
     extensions: list[Extension] = field(default_factory=list)
     real_python: str = ""
     error: str = ""
+    error_kind: str = "format"
 
 
 def is_load_inline_answer(python: str) -> bool:
@@ -278,6 +283,71 @@ _LIMITS_PRELUDE = "".join(f"#ifndef {k}\n#define {k} {v}\n#endif\n" for k, v in 
 _HOST_ONLY_RE = re.compile(r"\b(?:torch|at|c10|std|pybind11|py)::|\bPYBIND11_MODULE\b|\busing\s+namespace\b|\bTensor\b")
 
 
+_FIXED_INT_RE = re.compile(r"\bu?int(?:8|16|32|64)_t\b")
+_FIXED_INT_PRELUDE = ("typedef signed char int8_t;\ntypedef short int16_t;\ntypedef int int32_t;\ntypedef long int64_t;\n"
+                      "typedef unsigned char uint8_t;\ntypedef unsigned short uint16_t;\ntypedef unsigned int uint32_t;\n"
+                      "typedef unsigned long uint64_t;\n")
+_TEMPLATE_RE = re.compile(r"^\s*template\s*<\s*(?:typename|class)\s+([A-Za-z_]\w*)\s*>")
+_LAUNCH_BOUNDS_RE = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+
+
+def instantiated_types(template: str, source: str) -> list[str]:
+    """The scalar types (``Float``, ``Double``, ``Half``...) a real build instantiates kernel `template` for:
+    those of the source's AT_DISPATCH_FLOATING_TYPES macros, and of its explicit ``template<T><<<`` launches."""
+    clean = strip_comments(source)
+    found: list[str] = []
+    if "AT_DISPATCH_FLOATING_TYPES" in clean:
+        found += ["Float", "Double"]
+    if "AT_DISPATCH_FLOATING_TYPES_AND_HALF" in clean:
+        found.append("Half")
+    for head in re.findall(r"AT_DISPATCH_FLOATING_TYPES_AND\d?\s*\(([^\"]*)", clean):
+        found += [t for t in ("Half", "BFloat16") if re.search(rf"\bk?{t}\b", head)]
+    for words in re.findall(rf"\b{re.escape(template)}\s*<\s*([\w:\s]+?)\s*>\s*<<<", clean):
+        scalar = ELEMENT_TYPES.get(strip_namespace(words).replace("c10::", ""))
+        if scalar in DISPATCH_TYPES:
+            found.append(scalar)
+    return list(dict.fromkeys(found))
+
+
+def instantiate_template(item: _Item, source: str) -> str:
+    """A ``template <typename T> __global__`` kernel as a device function plus one ``extern "C"`` kernel per
+    scalar type a real build instantiates it for (``name__float``, ``name__double``, ``name__half``)."""
+    header = strip_comments(item.header)
+    template = _TEMPLATE_RE.match(header)
+    match = function_header(header)
+    if template is None or match is None:
+        return item.text  # kept as written; a launch of it is reported as unsupported
+    name, params = match.group(1), match.group(2)
+    scalars = instantiated_types(name, source)
+    if not scalars:
+        return item.text
+    param_name = template.group(1)
+    bounds = _LAUNCH_BOUNDS_RE.search(header)
+    device_header = _LAUNCH_BOUNDS_RE.sub("", header).replace("__global__", "__device__ __forceinline__", 1)
+    device_header = re.sub(rf"\b{re.escape(name)}\s*\(", f"{name}__body(", device_header, count=1)
+    parts = [device_header + item.body]
+    names = [re.findall(r"[A-Za-z_]\w*", p)[-1] for p in _split_params(params)]
+    for scalar in scalars:
+        ctype, suffix, _ = DISPATCH_TYPES[scalar]
+        typed = re.sub(rf"\b{re.escape(param_name)}\b", ctype, params)
+        parts.append(f'extern "C" __global__ void {bounds.group(0) + " " if bounds else ""}{name}__{suffix}({typed}) '
+                     f"{{ {name}__body<{ctype}>({', '.join(names)}); }}")
+    includes = "".join(f"#include <{h}>\n" for s, h in (("Half", "cuda_fp16.h"), ("BFloat16", "cuda_bf16.h"))
+                       if s in scalars)
+    return includes + "\n".join(parts)
+
+
+def _split_params(params: str) -> list[str]:
+    out, depth, start = [], 0, 0
+    for k, c in enumerate(params):
+        depth += (c in "<(") - (c in ">)")
+        if c == "," and depth == 0:
+            out.append(params[start:k])
+            start = k + 1
+    tail = params[start:]
+    return [p for p in out + [tail] if p.strip() and p.strip() != "void"]
+
+
 def convert_sources(cuda_sources: str, cpp_sources: str, functions: list[str]) -> tuple[str, str, list[str]]:
     """(native cuda block, Python of the host functions, names of the functions) for one extension.
 
@@ -299,7 +369,7 @@ def convert_sources(cuda_sources: str, cpp_sources: str, functions: list[str]) -
             header = strip_comments(item.header)
             if "__global__" in header:
                 if "template" in header:
-                    cuda_parts.append(item.text)  # kept; a host launch of it is reported as untranslatable
+                    cuda_parts.append(instantiate_template(item, cuda_sources + cpp_sources))
                 elif 'extern "C"' not in header:
                     cuda_parts.append(re.sub(r"((?:__launch_bounds__\s*\([^)]*\)\s*)?__global__)",
                                              r'extern "C" \1', item.text, count=1))
@@ -320,6 +390,8 @@ def convert_sources(cuda_sources: str, cpp_sources: str, functions: list[str]) -
     cuda = "\n".join(part.strip("\n") for part in cuda_parts if part.strip()) + "\n"
     if any(re.search(rf"\b{name}\b", cuda) for name in _LIMIT_MACROS):
         cuda = _LIMITS_PRELUDE + cuda
+    if _FIXED_INT_RE.search(cuda):  # <cstdint>, which torch's headers bring to a real build and NVRTC lacks
+        cuda = _FIXED_INT_PRELUDE + cuda
     try:
         kernels = parse_kernel_signatures(cuda)
     except ValueError as exc:
@@ -328,14 +400,15 @@ def convert_sources(cuda_sources: str, cpp_sources: str, functions: list[str]) -
     helpers = frozenset(m.group(1) for m in names if m)
     missing = [f for f in functions if f not in helpers]
     if missing:
-        raise Untranslatable(f"load_inline's functions {missing} have no definition in the sources")
-    constant_lines = [line for c in constants
-                      for line in translate_declarations(expand_macros(strip_comments(c), macros), kernels)]
+        raise HostCompileError(f"load_inline's functions {missing} have no definition in the sources (the "
+                               "generated binding names an undeclared function)")
+    globals_ = translate_declarations(" ".join(expand_macros(strip_comments(c), macros) for c in constants), kernels) \
+        if constants else Declarations([])
     python: list[str] = []
     for item in host:
         function = translate_function(expand_macros(strip_comments(item.header), macros),
-                                      expand_macros(strip_comments(item.body), macros), kernels, helpers)
-        body = [*constant_lines, *function.body]
+                                      expand_macros(strip_comments(item.body), macros), kernels, helpers, globals_)
+        body = [*globals_.lines, *function.body]
         python.append(f"def kb_host_{function.name}({', '.join(function.params)}):")
         python += ["    " + line for line in body]
         python.append("")
@@ -396,6 +469,9 @@ def _rewrite_python(source: str, tree: ast.Module, calls: list[tuple[ast.Call, E
     return "\n".join(lines), moved
 
 
+_CUDA_CALL_RE = re.compile(r"\.cuda\(\s*\)")
+
+
 def convert_answer(python: str) -> Conversion:
     """Convert a load_inline answer's python block to the native format (`Conversion.error` says why not).
 
@@ -439,9 +515,11 @@ def _convert(python: str) -> Conversion:
             if not functions:
                 generated.append("    pass")
             generated.append("")
+    except HostCompileError as exc:
+        return Conversion(extensions=extensions, real_python=real, error=str(exc), error_kind="compile")
     except Untranslatable as exc:
-        return Conversion(extensions=extensions, real_python=real, error=f"cannot translate the host code exactly: "
-                          f"{exc}")
+        return Conversion(extensions=extensions, real_python=real, error=str(exc), error_kind="unsupported")
+    native_python = _CUDA_CALL_RE.sub(".to(KB_DEVICE)", native_python)  # x.cuda() is a no-op on the GPU a build runs on
     native = native_python.rstrip("\n") + "\n" + "\n".join(generated) + "\n" + "\n".join(moved) + "\n"
     return Conversion(cuda="\n".join(cuda_blocks), python=native, extensions=extensions, real_python=real)
 
@@ -477,7 +555,7 @@ def prepare_answer(task_id: str, response: str, backend: str) -> Any:
         None (not a load_inline answer), an `EvalResult` (FORMAT_ERROR or COMPILE_ERROR: why it cannot
         be judged), or a `LoadInlineResponse` for `leap_gym.evaluation.languages` to check like a native response.
     """
-    from leap_gym.result import COMPILE_ERROR, FORMAT_ERROR, EvalResult
+    from leap_gym.result import COMPILE_ERROR, FORMAT_ERROR, RUNTIME_ERROR, EvalResult
 
     found = python_only_block(response)
     if found is None or not is_load_inline_answer(found[0]):
@@ -492,10 +570,19 @@ def prepare_answer(task_id: str, response: str, backend: str) -> Any:
                               message=f"refused #include: {refused[0]}", errors=refused,
                               answer_format="load_inline")
     if conversion.error and not (real and conversion.real_python):
-        hint = NATIVE_IS_CHEAPER.format(what="host-code translation this answer needs")
+        if conversion.error_kind == "compile":
+            return EvalResult(COMPILE_ERROR, task_id=task_id, backend=backend, detail="host_code",
+                              message=f"the host code does not compile: {conversion.error}",
+                              errors=[conversion.error], answer_format="load_inline")
+        if conversion.error_kind == "unsupported":
+            return EvalResult(RUNTIME_ERROR, task_id=task_id, backend=backend, detail="unsupported",
+                              message=f"the {backend} backend cannot judge this load_inline answer: its host code uses "
+                                      f"{conversion.error}, which the exact host-code translation does not support "
+                                      "(a GPU build compiles it: the cuda backend judges it); "
+                                      + NATIVE_IS_CHEAPER.format(what="host-code translation"),
+                              errors=[conversion.error], answer_format="load_inline")
         return EvalResult(FORMAT_ERROR, task_id=task_id, backend=backend, detail="load_inline",
-                          message=f"{conversion.error}. This backend judges a load_inline answer by translating its "
-                                  f"host functions exactly; {hint}", answer_format="load_inline")
+                          message=conversion.error, answer_format="load_inline")
     if real:
         return LoadInlineResponse(cuda="", python=conversion.real_python, used_default_wrapper=False,
                                   cuda_first_line=0, python_first_line=first_line,

@@ -87,6 +87,17 @@ def kb_on_device(value):
     return device.type == KB_DEVICE
 
 
+def kb_data(tensor, scalar):
+    expected = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16, "BFloat16": torch.bfloat16,
+                "Int": torch.int32, "Long": torch.int64, "Bool": torch.bool, "Byte": torch.uint8, "Char": torch.int8,
+                "Short": torch.int16}[scalar]
+    if tensor.dtype != expected:
+        names = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
+                 torch.int32: "Int", torch.int64: "Long"}
+        raise RuntimeError("expected scalar type " + scalar + " but found " + names.get(tensor.dtype, str(tensor.dtype)))
+    return tensor
+
+
 def kb_offset(tensor, offset):
     return tensor.view(-1)[offset:]
 '''

@@ -101,7 +101,7 @@ def main() -> int:
     for label, status, cold, warm in rows:
         print(f"{label:44s} {status:8s} {cold:8.2f} {warm:8.3f} {cold / native[1]:12.2f} {warm / native[2]:12.2f}")
     plain, pch_build, with_pch = host_compile_times()
-    print(f"\nhost build, compile step only (g++ <torch/extension.h> + one binding; no link, no run):")
+    print("\nhost build, compile step only (g++ <torch/extension.h> + one binding; no link, no run):")
     print(f"  without a precompiled header: {plain:.1f} s  ({plain / native[2]:.0f}x the native warm judgement)")
     print(f"  building the precompiled header once: {pch_build:.1f} s")
     print(f"  with the precompiled header: {with_pch:.1f} s  ({with_pch / native[2]:.0f}x the native warm judgement; "

@@ -49,7 +49,7 @@ def main() -> int:
     tasks = {t.id: t for t in leap_gym.load_tasks("builtin")}
     answers = [a for a in load_corpus() if not args.only or any(a.name.startswith(p) for p in args.only.split(","))]
     agree = 0
-    print(f"| answer | expected | judged | s | message |\n|---|---|---|---|---|")
+    print("| answer | expected | judged | s | message |\n|---|---|---|---|---|")
     for answer in answers:
         start = time.perf_counter()
         result = leap_gym.evaluate(tasks[answer.task_id], answer.response, backend="cpu", timeout_s=120)

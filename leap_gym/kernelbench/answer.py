@@ -30,7 +30,8 @@ from typing import Any
 from leap_gym.evaluation.kernels import parse_kernel_signatures, strip_comments
 from leap_gym.kernelbench.host import (Declarations, Untranslatable, function_header, translate_declarations,
                                        translate_function)
-from leap_gym.kernelbench.names import DISPATCH_TYPES, ELEMENT_TYPES, HostCompileError, strip_namespace
+from leap_gym.kernelbench.names import HostCompileError
+from leap_gym.kernelbench.templates import instantiate_template
 from leap_gym.kernelbench.runtime import C_HELPERS
 from leap_gym.evaluation.parse import ParsedResponse, python_only_block
 
@@ -287,67 +288,6 @@ _FIXED_INT_RE = re.compile(r"\bu?int(?:8|16|32|64)_t\b")
 _FIXED_INT_PRELUDE = ("typedef signed char int8_t;\ntypedef short int16_t;\ntypedef int int32_t;\ntypedef long int64_t;\n"
                       "typedef unsigned char uint8_t;\ntypedef unsigned short uint16_t;\ntypedef unsigned int uint32_t;\n"
                       "typedef unsigned long uint64_t;\n")
-_TEMPLATE_RE = re.compile(r"^\s*template\s*<\s*(?:typename|class)\s+([A-Za-z_]\w*)\s*>")
-_LAUNCH_BOUNDS_RE = re.compile(r"__launch_bounds__\s*\([^)]*\)")
-
-
-def instantiated_types(template: str, source: str) -> list[str]:
-    """The scalar types (``Float``, ``Double``, ``Half``...) a real build instantiates kernel `template` for:
-    those of the source's AT_DISPATCH_FLOATING_TYPES macros, and of its explicit ``template<T><<<`` launches."""
-    clean = strip_comments(source)
-    found: list[str] = []
-    if "AT_DISPATCH_FLOATING_TYPES" in clean:
-        found += ["Float", "Double"]
-    if "AT_DISPATCH_FLOATING_TYPES_AND_HALF" in clean:
-        found.append("Half")
-    for head in re.findall(r"AT_DISPATCH_FLOATING_TYPES_AND\d?\s*\(([^\"]*)", clean):
-        found += [t for t in ("Half", "BFloat16") if re.search(rf"\bk?{t}\b", head)]
-    for words in re.findall(rf"\b{re.escape(template)}\s*<\s*([\w:\s]+?)\s*>\s*<<<", clean):
-        scalar = ELEMENT_TYPES.get(strip_namespace(words).replace("c10::", ""))
-        if scalar in DISPATCH_TYPES:
-            found.append(scalar)
-    return list(dict.fromkeys(found))
-
-
-def instantiate_template(item: _Item, source: str) -> str:
-    """A ``template <typename T> __global__`` kernel as a device function plus one ``extern "C"`` kernel per
-    scalar type a real build instantiates it for (``name__float``, ``name__double``, ``name__half``)."""
-    header = strip_comments(item.header)
-    template = _TEMPLATE_RE.match(header)
-    match = function_header(header)
-    if template is None or match is None:
-        return item.text  # kept as written; a launch of it is reported as unsupported
-    name, params = match.group(1), match.group(2)
-    scalars = instantiated_types(name, source)
-    if not scalars:
-        return item.text
-    param_name = template.group(1)
-    bounds = _LAUNCH_BOUNDS_RE.search(header)
-    device_header = _LAUNCH_BOUNDS_RE.sub("", header).replace("__global__", "__device__ __forceinline__", 1)
-    device_header = re.sub(rf"\b{re.escape(name)}\s*\(", f"{name}__body(", device_header, count=1)
-    parts = [device_header + item.body]
-    names = [re.findall(r"[A-Za-z_]\w*", p)[-1] for p in _split_params(params)]
-    for scalar in scalars:
-        ctype, suffix, _ = DISPATCH_TYPES[scalar]
-        typed = re.sub(rf"\b{re.escape(param_name)}\b", ctype, params)
-        parts.append(f'extern "C" __global__ void {bounds.group(0) + " " if bounds else ""}{name}__{suffix}({typed}) '
-                     f"{{ {name}__body<{ctype}>({', '.join(names)}); }}")
-    includes = "".join(f"#include <{h}>\n" for s, h in (("Half", "cuda_fp16.h"), ("BFloat16", "cuda_bf16.h"))
-                       if s in scalars)
-    return includes + "\n".join(parts)
-
-
-def _split_params(params: str) -> list[str]:
-    out, depth, start = [], 0, 0
-    for k, c in enumerate(params):
-        depth += (c in "<(") - (c in ">)")
-        if c == "," and depth == 0:
-            out.append(params[start:k])
-            start = k + 1
-    tail = params[start:]
-    return [p for p in out + [tail] if p.strip() and p.strip() != "void"]
-
-
 def convert_sources(cuda_sources: str, cpp_sources: str, functions: list[str]) -> tuple[str, str, list[str]]:
     """(native cuda block, Python of the host functions, names of the functions) for one extension.
 

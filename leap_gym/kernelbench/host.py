@@ -4,8 +4,9 @@ KernelBench answers launch their ``__global__`` kernels from host functions writ
 C++ API. This module translates the subset such functions use into the native format's Python, where
 the translation is exact:
 
-- declarations (``auto``, ``int``/``int64_t``/``size_t``..., ``float``/``double``, pointers,
-  ``torch::Tensor``, ``dim3``), assignments, ``if``/``else``, ``for``, ``while``, ``return``;
+- declarations (``auto``, ``int``/``long long``/``int64_t``/``size_t``..., ``float``/``double``, pointers,
+  ``torch::Tensor``, ``dim3``, ``std::vector``), assignments, ``if``/``else``, ``for`` (and range-for),
+  ``while``, ``do``/``while``, ``return``; device guards are dropped;
 - C arithmetic: ``/`` and ``%`` on two integers truncate toward zero (`C_HELPERS`), casts
   (``(int)``, ``static_cast<float>``) truncate or convert as C does, ``?:``, ``&&``, ``||``, ``!``;
 - tensors: ``data_ptr<T>()`` (pointer arithmetic ``p + k`` becomes a view from element ``k``),
@@ -14,10 +15,12 @@ the translation is exact:
   ``reshape``, ``is_cuda``, ``TORCH_CHECK``;
 - launches ``k<<<grid, block[, shared[, stream]]>>>(args)`` become ``kernels.k(grid, block, *args,
   shared_mem=shared)``, scalar arguments converted to the kernel parameter's type as C converts them;
-- ``cudaDeviceSynchronize``/``cudaGetLastError`` and stream getters (launches are synchronous here).
+- ``cudaDeviceSynchronize``/``cudaGetLastError`` and stream getters (launches are synchronous here);
+- ``AT_DISPATCH_FLOATING_TYPES*`` and templated launches (`leap_gym.kernelbench.templates`).
 
-Anything else raises `Untranslatable` naming the construct; the caller reports it, and the native
-format (or the ``cuda`` backend's real build) remains.
+Host code a real build rejects raises `HostCompileError` (an undeclared name, a launch with the wrong
+number of arguments or a tensor for a pointer, ``std::min`` of two types: C types are tracked where
+known). Anything else outside the subset raises `Untranslatable` naming the construct.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ import re
 from dataclasses import dataclass, field
 
 from leap_gym.evaluation.kernels import KernelSignature
-from leap_gym.kernelbench.names import (CONSTANTS, CTYPES, DEVICE_ATTRIBUTES, DISPATCH_TYPES, DTYPES, ELEMENT_TYPES,
-                                        FLOAT_TYPES, GUARD_TYPES, INT_TYPES, HostCompileError, TorchApiNames,
-                                        Untranslatable, Value, arithmetic_type, strip_namespace)
+from leap_gym.kernelbench.names import (CONSTANTS, CTYPES, DEVICE_ATTRIBUTES, DTYPES, FLOAT_TYPES, GUARD_TYPES,
+                                        INT_TYPES, HostCompileError, TorchApiNames, Untranslatable, Value,
+                                        arithmetic_type, strip_namespace)
+from leap_gym.kernelbench.templates import TemplateStatements
 
 
 _TYPE_WORDS = {"const", "constexpr", "static", "volatile", "unsigned", "signed", "__restrict__", "register"}
@@ -74,7 +78,7 @@ _BINARY = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", ">", "<
            ("+", "-"), ("*", "/", "%")]
 
 
-class _Translator(TorchApiNames):
+class _Translator(TemplateStatements, TorchApiNames):
     def __init__(self, tokens: list[_Tok], kernels: dict[str, KernelSignature], pointers: set[str],
                  helpers: frozenset[str] = frozenset(), declared: set[str] | None = None,
                  types: dict[str, str] | None = None):
@@ -201,51 +205,6 @@ class _Translator(TorchApiNames):
         self.take(";")
         self.emit(indent + 1, f"if not ({cond}):")
         self.emit(indent + 2, "break")
-
-    def dispatch(self, indent: int) -> None:
-        """``AT_DISPATCH_FLOATING_TYPES[_AND_HALF|_AND|_AND2](type, "name", [&] { body })``: the body once per
-        scalar type, ``scalar_t`` standing for it; another dtype raises as torch does."""
-        macro = self.take().text
-        self.take("(")
-        extra: list[str] = []
-        for _ in range({"AT_DISPATCH_FLOATING_TYPES_AND": 1, "AT_DISPATCH_FLOATING_TYPES_AND2": 2,
-                        "AT_DISPATCH_FLOATING_TYPES_AND3": 3}.get(macro, 0)):
-            extra.append(strip_namespace(self.take().text).replace("k", "", 1))
-            self.take(",")
-        if macro not in ("AT_DISPATCH_FLOATING_TYPES", "AT_DISPATCH_FLOATING_TYPES_AND_HALF",
-                         "AT_DISPATCH_FLOATING_TYPES_AND", "AT_DISPATCH_FLOATING_TYPES_AND2",
-                         "AT_DISPATCH_FLOATING_TYPES_AND3"):
-            raise Untranslatable(f"the dispatch macro {macro} (the AT_DISPATCH_FLOATING_TYPES family is translated)")
-        scalar_types = ["Float", "Double"] + (["Half"] if macro.endswith("_AND_HALF") else []) + \
-            [e for e in extra if e in DISPATCH_TYPES]
-        dtype = self.expr().text
-        self.take(",")
-        label = self.expr().text
-        self.take(",")
-        depth, start = 0, self.i
-        while not (depth == 0 and self.at(")")):
-            if self.peek().kind == "eof":
-                raise Untranslatable(f"unbalanced parentheses in {macro}")
-            depth += self.at("(", "[", "{") - self.at(")", "]", "}")
-            self.take()
-        lambda_tokens = self.toks[start:self.i]
-        self.take(")")
-        opening = next((k for k, t in enumerate(lambda_tokens) if t.text == "{"), None)
-        closing = max((k for k, t in enumerate(lambda_tokens) if t.text == "}"), default=None)
-        if opening is None or closing is None:
-            raise Untranslatable(f"the {macro} body is not a lambda")
-        body = lambda_tokens[opening:closing + 1]
-        if any(t.text == "return" for t in body):
-            raise Untranslatable(f"'return' inside an {macro} lambda")
-        for index, scalar in enumerate(scalar_types):
-            spelling = {"Float": "float", "Double": "double", "Half": "at::Half", "BFloat16": "at::BFloat16"}[scalar]
-            tokens = [_Tok("id", spelling) if t.text == "scalar_t" else t for t in body]
-            self.emit(indent, f"{'if' if index == 0 else 'elif'} {dtype} == {DISPATCH_TYPES[scalar][2]}:")
-            inner = self.child(tokens)
-            inner.block(indent + 1)
-            self.lines += inner.lines
-        self.emit(indent, "else:")
-        self.emit(indent + 1, f"raise RuntimeError(str({label}) + ' not implemented for ' + str({dtype}))")
 
     def for_loop(self, indent: int) -> None:
         self.take("for")
@@ -446,19 +405,6 @@ class _Translator(TorchApiNames):
             self.emit(indent, f"{target.text} = {combined.text}")
         elif target.text:
             self.emit(indent, target.text)
-
-    def templated_launch(self) -> str:
-        template = self.take().text
-        self.take("<")
-        words = []
-        while not self.at(">"):
-            words.append(self.take().text)
-        self.take(">")
-        scalar = ELEMENT_TYPES.get(strip_namespace(" ".join(words)).replace("c10::", ""))
-        if scalar not in DISPATCH_TYPES or f"{template}__{DISPATCH_TYPES[scalar][1]}" not in self.kernels:
-            raise Untranslatable(f"the launch of '{template}<{' '.join(words)}>' (templated kernels are instantiated "
-                                 "for float, double, and half/bfloat16 where a dispatch macro names them)")
-        return self.launch(f"{template}__{DISPATCH_TYPES[scalar][1]}")
 
     def launch(self, instance: str | None = None) -> str:
         name = instance or self.take().text

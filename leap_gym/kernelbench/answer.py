@@ -45,6 +45,9 @@ HOST_HEADER_RE = re.compile(r"^(?:torch|ATen|c10|pybind11|THC)/[\w./]+$|^(?:c?ma
                             r"cstdlib|cstdint|stdint\.h|cfloat|float\.h|climits|limits\.h?|limits|vector|iostream|"
                             r"algorithm|utility|tuple|string|cstring|string\.h|cassert|assert\.h|type_traits|"
                             r"numeric|functional|memory|array|sstream|stdexcept|cuda\.h)$")
+#: cuBLAS headers: a converted answer drops them (a real build compiles an unused include), and a call into
+#: cuBLAS from host code is reported as unsupported by name. The real build keeps refusing them.
+LIBRARY_HEADER_RE = re.compile(r"^cublas(?:_v2|_api|Lt)?\.h$")
 _INCLUDE_LINE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\n]*)[>"][ \t]*$')
 _DEFINE_RE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(\(([^)]*)\))?[ \t]*(.*)$")
 
@@ -302,7 +305,8 @@ def convert_sources(cuda_sources: str, cpp_sources: str, functions: list[str]) -
     for item in items:
         if item.kind == "pp":
             include = _INCLUDE_LINE_RE.match(item.text)
-            if include and HOST_HEADER_RE.match(include.group(1).strip()):
+            if include and (HOST_HEADER_RE.match(include.group(1).strip()) or
+                            LIBRARY_HEADER_RE.match(include.group(1).strip())):
                 continue
             cuda_parts.append(item.text)
         elif item.kind == "func":
@@ -472,7 +476,7 @@ def _convert(python: str) -> Conversion:
 BUILD_TIMEOUT_S = 600.0
 
 
-def _refused_includes(ext: Extension) -> list[str]:
+def _refused_includes(ext: Extension, converted: bool) -> list[str]:
     """Includes of an extension's sources that a real build must not see (the include rule, plus torch's headers)."""
     from leap_gym.backends.includes import find_include_violations
     from leap_gym.backends.nvrtc import include_dirs
@@ -483,7 +487,8 @@ def _refused_includes(ext: Extension) -> list[str]:
         for line in source.split("\n"):
             match = _INCLUDE_LINE_RE.match(line)
             name = match.group(1).strip() if match else ""
-            kept.append("" if match and HOST_HEADER_RE.match(name) and ".." not in name else line)
+            dropped = HOST_HEADER_RE.match(name) or converted and LIBRARY_HEADER_RE.match(name)
+            kept.append("" if match and dropped and ".." not in name else line)
         problems += [f"{label} line {v.line}: {v.text}: {v.message}" for v in find_include_violations("\n".join(kept), include_dirs())]
     return problems
 
@@ -504,7 +509,7 @@ def prepare_answer(task_id: str, response: str, backend: str) -> Any:
     conversion = convert_answer(python)
     real = backend == "cuda"
     for ext in conversion.extensions:
-        refused = _refused_includes(ext)
+        refused = _refused_includes(ext, converted=not real)
         if refused:
             return EvalResult(COMPILE_ERROR, task_id=task_id, backend=backend, detail="include_rule",
                               message=f"refused #include: {refused[0]}", errors=refused,
@@ -516,9 +521,9 @@ def prepare_answer(task_id: str, response: str, backend: str) -> Any:
                               errors=[conversion.error], answer_format="load_inline")
         if conversion.error_kind == "unsupported":
             return EvalResult(RUNTIME_ERROR, task_id=task_id, backend=backend, detail="unsupported",
-                              message=f"the {backend} backend cannot judge this load_inline answer: its host code uses "
-                                      f"{conversion.error}, which the exact host-code translation does not support "
-                                      "(a GPU build compiles it: the cuda backend judges it); "
+                              message=f"the {backend} backend cannot judge this load_inline answer: {conversion.error} "
+                                      "is outside the exact host-code translation (a GPU build compiles it: the cuda "
+                                      "backend judges it); "
                                       + NATIVE_IS_CHEAPER.format(what="host-code translation"),
                               errors=[conversion.error], answer_format="load_inline")
         return EvalResult(FORMAT_ERROR, task_id=task_id, backend=backend, detail="load_inline",

@@ -82,7 +82,7 @@ DEVICE_ATTRIBUTES = {"cudaDevAttrMaxSharedMemoryPerBlock": 49152, "cudaDevAttrMa
 #: Device guards: declarations of these types are dropped (there is one device).
 GUARD_TYPES = {"OptionalCUDAGuard", "CUDAGuard", "cuda::OptionalCUDAGuard", "cuda::CUDAGuard", "DeviceGuard",
                "OptionalDeviceGuard", "cuda::CUDAStreamGuard", "NoGradGuard", "AutoGradMode"}
-NO_OPS = {"cudaDeviceSynchronize", "C10_CUDA_KERNEL_LAUNCH_CHECK", "cudaStreamSynchronize", "printf",
+NO_OPS = {"cudaSetDevice", "cudaDeviceSynchronize", "C10_CUDA_KERNEL_LAUNCH_CHECK", "cudaStreamSynchronize", "printf",
           "AT_CUDA_CHECK", "C10_CUDA_CHECK", "CUDA_CHECK", "cudaCheckErrors"}
 
 
@@ -136,6 +136,11 @@ class TorchApiNames:
             self.take("(")
             self.args(")")
             return Value("0" if "Error" in name or "Synchronize" in name else "None")
+        if name in ("runtime_error", "invalid_argument", "out_of_range", "logic_error", "domain_error") and \
+                raw.startswith(("std::", "::std::")) and self.at("("):
+            self.take("(")
+            args = self.args(")")
+            return Value(f"str({args[0].text})" if args else '""')
         if name == "cudaSuccess":
             return Value("0")
         if name in CONSTANTS:
@@ -214,6 +219,8 @@ class TorchApiNames:
             return Value(f"kb_host_{raw}({', '.join(a.text for a in args)})")
         if "::" in name:
             raise Untranslatable(f"'{raw}' in host code")
+        if name.startswith("cublas") and name not in self.declared:
+            raise Untranslatable(f"the cuBLAS call '{raw}' (library compute in host code)")
         if self.at("(") and name not in self.kernels:
             raise Untranslatable(f"the call of '{raw}' in host code (only torch's allocation functions and the "
                                  "kernel launches are translated)")
@@ -252,6 +259,8 @@ class TorchApiNames:
             return Value(f"tuple({value.text}.shape)")
         if member == "strides":
             return Value(f"{value.text}.stride()")
+        if member == "index" and args == [] and value.text.endswith(".device"):  # the one device
+            return Value("0", ctype="int")
         if member == "is_cuda":
             return Value(f"kb_on_device({value.text})")
         if member == "to" and args is not None and len(args) == 1:

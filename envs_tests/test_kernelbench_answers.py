@@ -225,10 +225,17 @@ def test_templated_kernel_in_a_dispatch_macro_is_judged(tasks):
 
 
 def test_unsupported_host_code_names_the_construct_not_the_format(tasks):
-    answer = ADD_ANSWER.replace("return out;", "return torch::relu(out);")
+    answer = ADD_ANSWER.replace("return out;", "cudaMemcpy(out.data_ptr<float>(), a.data_ptr<float>(), 4, "
+                                                 "cudaMemcpyDeviceToDevice);\n    return out;")
     result = judge(tasks["add"], fenced(answer))
     assert result.status == "RUNTIME_ERROR" and result.detail == "unsupported", result.message
-    assert "torch::relu" in result.message and "format" not in result.message.split(";")[0]
+    assert "cudaMemcpy" in result.message and "format" not in result.message.split(";")[0]
+
+
+def test_torch_compute_in_host_code_meets_the_torch_compute_rule(tasks):
+    result = judge(tasks["add"], fenced(ADD_ANSWER.replace("return out;", "return torch::relu(out);")))
+    assert result.status == "RUNTIME_ERROR" and result.detail == "torch_op_in_forward", result.message
+    assert "'relu'" in result.message
 
 
 @pytest.mark.parametrize("change, status, fragment", [

@@ -287,6 +287,25 @@ _LIMITS_PRELUDE = "".join(f"#ifndef {k}\n#define {k} {v}\n#endif\n" for k, v in 
 _HOST_ONLY_RE = re.compile(r"\b(?:torch|at|c10|std|pybind11|py)::|\bPYBIND11_MODULE\b|\busing\s+namespace\b|\bTensor\b")
 
 
+_NUMERIC_LIMITS_RE = re.compile(r"(?:\b|::)std::numeric_limits\b")
+
+
+def _limits(ctype: str, values: dict[str, str]) -> str:
+    body = " ".join(f"__device__ static {ctype} {k}() {{ return {v}; }}" for k, v in values.items())
+    return f"template <> struct kb_numeric_limits<{ctype}> {{ {body} }};\n"
+
+
+_NUMERIC_LIMITS_PRELUDE = "template <class T> struct kb_numeric_limits;\n" + \
+    _limits("float", {"max": "3.402823466e+38F", "min": "1.175494351e-38F", "lowest": "-3.402823466e+38F",
+                      "epsilon": "1.192092896e-07F", "infinity": "__int_as_float(0x7f800000)",
+                      "quiet_NaN": "__int_as_float(0x7fffffff)"}) + \
+    _limits("double", {"max": "1.7976931348623157e+308", "min": "2.2250738585072014e-308",
+                       "lowest": "-1.7976931348623157e+308", "epsilon": "2.220446049250313e-16",
+                       "infinity": "__longlong_as_double(0x7ff0000000000000LL)",
+                       "quiet_NaN": "__longlong_as_double(0x7ff8000000000000LL)"}) + \
+    _limits("int", {"max": "2147483647", "min": "(-2147483647 - 1)", "lowest": "(-2147483647 - 1)"}) + \
+    _limits("long long", {"max": "9223372036854775807LL", "min": "(-9223372036854775807LL - 1)",
+                          "lowest": "(-9223372036854775807LL - 1)"})
 _FIXED_INT_RE = re.compile(r"\bu?int(?:8|16|32|64)_t\b")
 _FIXED_INT_PRELUDE = ("typedef signed char int8_t;\ntypedef short int16_t;\ntypedef int int32_t;\ntypedef long int64_t;\n"
                       "typedef unsigned char uint8_t;\ntypedef unsigned short uint16_t;\ntypedef unsigned int uint32_t;\n"
@@ -334,6 +353,8 @@ def convert_sources(cuda_sources: str, cpp_sources: str, functions: list[str]) -
     cuda = "\n".join(part.strip("\n") for part in cuda_parts if part.strip()) + "\n"
     if any(re.search(rf"\b{name}\b", cuda) for name in _LIMIT_MACROS):
         cuda = _LIMITS_PRELUDE + cuda
+    if _NUMERIC_LIMITS_RE.search(cuda):  # <limits>, likewise (NVRTC has neither)
+        cuda = _NUMERIC_LIMITS_PRELUDE + _NUMERIC_LIMITS_RE.sub("kb_numeric_limits", cuda)
     if _FIXED_INT_RE.search(cuda):  # <cstdint>, which torch's headers bring to a real build and NVRTC lacks
         cuda = _FIXED_INT_PRELUDE + cuda
     try:
@@ -413,7 +434,8 @@ def _rewrite_python(source: str, tree: ast.Module, calls: list[tuple[ast.Call, E
     return "\n".join(lines), moved
 
 
-_CUDA_CALL_RE = re.compile(r"\.cuda\(\s*\)")
+_CUDA_CALL_RE = re.compile(r"\.cuda\(\s*\)|\.to\(\s*(['\"])cuda(?::0)?\1\s*\)")
+_DEVICE_ARG_RE = re.compile(r"\bdevice\s*=\s*(['\"])cuda(?::0)?\1")
 
 
 def convert_answer(python: str) -> Conversion:
@@ -463,7 +485,8 @@ def _convert(python: str) -> Conversion:
         return Conversion(extensions=extensions, real_python=real, error=str(exc), error_kind="compile")
     except Untranslatable as exc:
         return Conversion(extensions=extensions, real_python=real, error=str(exc), error_kind="unsupported")
-    native_python = _CUDA_CALL_RE.sub(".to(KB_DEVICE)", native_python)  # x.cuda() is a no-op on the GPU a build runs on
+    # x.cuda(), device="cuda": the GPU a build runs on is the device kernels run on here
+    native_python = _DEVICE_ARG_RE.sub("device=KB_DEVICE", _CUDA_CALL_RE.sub(".to(KB_DEVICE)", native_python))
     native = native_python.rstrip("\n") + "\n" + "\n".join(generated) + "\n" + "\n".join(moved) + "\n"
     return Conversion(cuda="\n".join(cuda_blocks), python=native, extensions=extensions, real_python=real)
 

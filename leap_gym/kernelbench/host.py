@@ -32,7 +32,7 @@ from leap_gym.evaluation.kernels import KernelSignature
 from leap_gym.kernelbench.names import (CONSTANTS, CTYPES, DEVICE_ATTRIBUTES, DTYPES, FLOAT_TYPES, GUARD_TYPES,
                                         INT_TYPES, HostCompileError, TorchApiNames, Untranslatable, Value,
                                         arithmetic_type, strip_namespace)
-from leap_gym.kernelbench.templates import TemplateStatements
+from leap_gym.kernelbench.templates import TemplateStatements, split_params
 
 
 _TYPE_WORDS = {"const", "constexpr", "static", "volatile", "unsigned", "signed", "__restrict__", "register"}
@@ -90,12 +90,15 @@ class _Translator(TemplateStatements, TorchApiNames):
         self.declared = set(declared or ()) | set(helpers) | set(CONSTANTS) | set(DTYPES) | {
             "true", "false", "nullptr", "NULL", "cudaSuccess", "kCUDA", "kCPU"}
         self.types = dict(types or {})
+        self.sequences: set[str] = set()  # names holding a std::vector or an IntArrayRef (a Python list/tuple)
         self.lines: list[str] = []
         self.counter = 0
 
     def child(self, tokens: list[_Tok]) -> "_Translator":
         """A translator of `tokens` that sees this one's names (for loop steps and dispatch bodies)."""
-        return _Translator(tokens, self.kernels, self.pointers, self.helpers, self.declared, self.types)
+        inner = _Translator(tokens, self.kernels, self.pointers, self.helpers, self.declared, self.types)
+        inner.sequences = self.sequences
+        return inner
 
     # -- token helpers
     def peek(self, k: int = 0) -> _Tok:
@@ -271,6 +274,8 @@ class _Translator(TemplateStatements, TorchApiNames):
             j += 1
         if self._tok(j).kind != "id" or self._tok(j).text in ("return", "if", "for", "while", "sizeof", "do", "else"):
             return False
+        if self._tok(j).text == "auto" and self._tok(j + 1).text in ("[", "&"):  # auto [a, b] = t;
+            return True
         k = j
         while self._tok(k).kind == "id":
             k += 1
@@ -296,6 +301,23 @@ class _Translator(TemplateStatements, TorchApiNames):
         while self.at(*_TYPE_WORDS):
             words.append(self.take().text)
         words.append(self.take().text)  # the type's name
+        if words[-1] == "auto" and self.at("&"):
+            self.take("&")
+        if words[-1] == "auto" and self.at("["):  # a structured binding
+            self.take("[")
+            names = [self.take().text]
+            while self.at(","):
+                self.take(",")
+                names.append(self.take().text)
+            self.take("]")
+            self.take("=")
+            value = self.expr().text
+            for name in names:
+                self.declared.add(name)
+                self.types.pop(name, None)
+                self.pointers.discard(name)
+            self.emit(indent, f"{', '.join(names)}{',' if len(names) == 1 else ''} = tuple({value})")
+            return
         while self.peek().kind == "id" and self.peek(1).kind == "id":  # long long, unsigned int
             words.append(self.take().text)
         if self.at("<"):
@@ -335,6 +357,7 @@ class _Translator(TemplateStatements, TorchApiNames):
             elif base == "dim3":
                 self.emit(indent, f"{name} = (1, 1, 1)")
             elif base == "vector":
+                self.sequences.add(name)
                 self.emit(indent, f"{name} = []")
             else:
                 self.emit(indent, f"{name} = None")
@@ -347,6 +370,10 @@ class _Translator(TemplateStatements, TorchApiNames):
             self.pointers.add(name)
             return value.text
         self.pointers.discard(name)
+        if base == "vector" or value.text.startswith(("tuple(", "list(", "[")):
+            self.sequences.add(name)
+        else:
+            self.sequences.discard(name)
         ctype = value.ctype if base == "auto" else CTYPES.get(base)
         if ctype:
             self.types[name] = ctype
@@ -613,7 +640,7 @@ def translate_function(header: str, body: str, kernels: dict[str, KernelSignatur
     if match is None:
         raise Untranslatable(f"cannot read the host function header '{header.strip()[:80]}'")
     params, pointers, types = [], set(), dict(globals_.types if globals_ else {})
-    for raw in [p for p in match.group(2).split(",") if p.strip() and p.strip() != "void"]:
+    for raw in split_params(match.group(2)):
         raw = raw.split("=")[0]
         words = re.findall(r"[A-Za-z_][\w:]*|\*", raw)
         if not words:

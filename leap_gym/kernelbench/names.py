@@ -79,6 +79,18 @@ CONSTANTS = {"__FILE__": '"kernel.cu"', "__LINE__": "0", "__func__": '"host"', "
 #: static shared-memory limit, not an opt-in maximum).
 DEVICE_ATTRIBUTES = {"cudaDevAttrMaxSharedMemoryPerBlock": 49152, "cudaDevAttrMaxThreadsPerBlock": 1024,
                       "cudaDevAttrWarpSize": 32}
+#: Torch compute a host function may call (``x.mean()``, ``torch::sum(x, {1})``): translated to the same torch
+#: call, so the evaluation's rule on torch compute outside kernels judges it as it judges a native answer.
+TORCH_COMPUTE = {"mean", "sum", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "sqrt", "rsqrt", "exp", "log",
+                 "abs", "neg", "pow", "mul", "mul_", "add", "add_", "sub", "sub_", "div", "div_", "clamp", "relu",
+                 "sigmoid", "tanh", "softmax", "log_softmax", "matmul", "mm", "bmm", "addmm", "t", "transpose",
+                 "permute", "clone", "copy_", "fill_", "zero_", "squeeze", "unsqueeze", "flatten", "cpu", "norm",
+                 "cumsum", "masked_fill", "where", "cat", "stack", "gelu", "conv2d", "linear", "sign", "floor", "ceil",
+                 "var", "std", "view_as", "expand_as", "reshape_as"}
+#: C++ words that cannot start an expression: reaching one means a statement form the translator does not know.
+_KEYWORDS = {"const", "auto", "static", "struct", "class", "template", "typename", "using", "namespace", "typedef",
+             "constexpr", "volatile", "unsigned", "signed", "void", "int", "float", "double", "long", "short", "char",
+             "switch", "case", "goto", "try", "catch", "new", "delete", "operator", "this"}
 #: Device guards: declarations of these types are dropped (there is one device).
 GUARD_TYPES = {"OptionalCUDAGuard", "CUDAGuard", "cuda::OptionalCUDAGuard", "cuda::CUDAGuard", "DeviceGuard",
                "OptionalDeviceGuard", "cuda::CUDAStreamGuard", "NoGradGuard", "AutoGradMode"}
@@ -95,6 +107,7 @@ class TorchApiNames:
     pointers: set[str]
     declared: set[str]
     types: dict[str, str]
+    sequences: set[str]
 
     def name(self, raw: str) -> Value:
         name = strip_namespace(raw)
@@ -112,6 +125,16 @@ class TorchApiNames:
             value = self.expr()
             self.take(")")
             return self.cast(words, value)
+        if name in _KEYWORDS:
+            raise Untranslatable(f"a statement starting at '{raw}' in host code")
+        if name == "get" and raw.startswith(("std::", "::std::")) and self.at("<"):  # std::get<0>(tuple)
+            self.take("<")
+            index = self.take().text
+            self.take(">")
+            self.take("(")
+            value = self.expr()
+            self.take(")")
+            return Value(f"{value.text}[{index}]")
         if name in DTYPES:
             return Value(f"torch.{DTYPES[name]}")
         if "ScalarType::" in raw and name in DISPATCH_TYPES:
@@ -176,7 +199,7 @@ class TorchApiNames:
             self.take("(")
             self.args(")")
             return Value("KB_DEVICE")
-        if name in ("min", "max", "fmin", "fmax", "fminf", "fmaxf"):
+        if name in ("min", "max", "fmin", "fmax", "fminf", "fmaxf") and not raw.startswith(("torch::", "at::")):
             template: list[str] = []
             if self.at("<"):
                 self.take("<")
@@ -219,6 +242,10 @@ class TorchApiNames:
             return Value(f"kb_host_{raw}({', '.join(a.text for a in args)})")
         if "::" in name:
             raise Untranslatable(f"'{raw}' in host code")
+        if raw != name and name in TORCH_COMPUTE and self.at("("):  # torch::mean(x, ...)
+            self.take("(")
+            args = self.args(")")
+            return Value(f"torch.{name}({', '.join(a.text for a in args)})")
         if name.startswith("cublas") and name not in self.declared:
             raise Untranslatable(f"the cuBLAS call '{raw}' (library compute in host code)")
         if self.at("(") and name not in self.kernels:
@@ -257,6 +284,21 @@ class TorchApiNames:
             return Value(f"{value.text}.dtype")
         if member == "sizes":
             return Value(f"tuple({value.text}.shape)")
+        if member == "vec" and args == []:
+            return Value(f"list({value.text})")
+        if member == "size" and args == [] and (value.text.startswith(("tuple(", "list(")) or
+                                                value.text in self.sequences):  # IntArrayRef/vector::size()
+            return Value(f"len({value.text})", ctype="unsigned long")
+        if member in ("begin", "end") and args == [] and value.text in self.sequences:  # iterators as indices
+            return Value("0" if member == "begin" else f"len({value.text})", ctype="long")
+        if member == "erase" and args is not None and len(args) == 1 and value.text in self.sequences:
+            return Value(f"{value.text}.pop({args[0].text})")
+        if member == "defined" and args == []:
+            return Value(f"({value.text} is not None)")
+        if member == "item" and args is not None:
+            return Value(f"{value.text}.item()")
+        if member in TORCH_COMPUTE and args is not None:
+            return Value(f"{value.text}.{member}({joined})")
         if member == "strides":
             return Value(f"{value.text}.stride()")
         if member == "index" and args == [] and value.text.endswith(".device"):  # the one device

@@ -50,6 +50,8 @@ def kb_kwargs(options):
         return {"device": KB_DEVICE}
     if isinstance(options, KbOptions):
         return {"dtype": options.dtype_value, "device": options.device_value or KB_DEVICE}
+    if isinstance(options, (torch.device, str)):
+        return {"device": options}
     return {"dtype": options, "device": KB_DEVICE}
 
 

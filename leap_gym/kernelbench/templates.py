@@ -55,7 +55,7 @@ def instantiate_template(item: Any, source: str) -> str:
     device_header = _LAUNCH_BOUNDS_RE.sub("", header).replace("__global__", "__device__ __forceinline__", 1)
     device_header = re.sub(rf"\b{re.escape(name)}\s*\(", f"{name}__body(", device_header, count=1)
     parts = [device_header + item.body]
-    names = [re.findall(r"[A-Za-z_]\w*", p)[-1] for p in _split_params(params)]
+    names = [re.findall(r"[A-Za-z_]\w*", p)[-1] for p in split_params(params)]
     for scalar in scalars:
         ctype, suffix, _ = DISPATCH_TYPES[scalar]
         typed = re.sub(rf"\b{re.escape(param_name)}\b", ctype, params)
@@ -66,7 +66,8 @@ def instantiate_template(item: Any, source: str) -> str:
     return includes + "\n".join(parts)
 
 
-def _split_params(params: str) -> list[str]:
+def split_params(params: str) -> list[str]:
+    """A C++ parameter list split at its top-level commas (``std::tuple<int, int> stride`` stays whole)."""
     out, depth, start = [], 0, 0
     for k, c in enumerate(params):
         depth += (c in "<(") - (c in ">)")

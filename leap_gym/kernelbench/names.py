@@ -172,7 +172,11 @@ class TorchApiNames:
             self.take("(")
             self.args(")")
             return Value('"CUDA error"')
-        if name in ("TORCH_CHECK", "AT_ASSERTM", "TORCH_INTERNAL_ASSERT"):
+        if name == "AT_ERROR" and self.at("("):  # raise, with the message
+            self.take("(")
+            args = self.args(")")
+            return Value(f"kb_check(False, {', '.join(a.text for a in args)})")
+        if name in ("TORCH_CHECK", "AT_ASSERTM", "TORCH_INTERNAL_ASSERT", "TORCH_CHECK_NOT_IMPLEMENTED"):
             self.take("(")
             args = self.args(")")
             return Value(f"kb_check({', '.join(a.text for a in args)})")

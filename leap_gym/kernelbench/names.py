@@ -125,6 +125,11 @@ class TorchApiNames:
             value = self.expr()
             self.take(")")
             return self.cast(words, value)
+        if (name in INT_TYPES or name in FLOAT_TYPES or name == "bool") and self.at("("):  # float(n): a cast
+            self.take("(")
+            value = self.expr()
+            self.take(")")
+            return self.cast([name], value)
         if name in _KEYWORDS:
             raise Untranslatable(f"a statement starting at '{raw}' in host code")
         if name == "get" and raw.startswith(("std::", "::std::")) and self.at("<"):  # std::get<0>(tuple)

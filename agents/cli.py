@@ -194,6 +194,9 @@ def eval_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
     parser.add_argument("--reference", action="store_true", help="replay each task's reference solution (sanity check)")
     parser.add_argument("--tasks", default="builtin", help="'builtin' or a KernelBench folder")
+    parser.add_argument("--max-numel", type=int, default=None,
+                        help="shrink a folder's task sizes to this many input elements (default for a KernelBench "
+                             "folder on the cpu backend: 2**20)")
     parser.add_argument("--task-ids", default="", help="comma-separated task ids")
     parser.add_argument("--levels", default="", help="comma-separated levels")
     parser.add_argument("--split", choices=["train", "held-out"], help="LEAP-mini's training or held-out tasks")
@@ -216,7 +219,10 @@ def eval_main(argv: list[str] | None = None) -> int:
     from leap_agents.training.metrics import summarize
     from leap_agents.training.rollout import RolloutConfig, RolloutEngine, RolloutBatch
 
-    tasks = leap_gym.load_tasks(args.tasks)
+    max_numel = args.max_numel
+    if max_numel is None and args.tasks != "builtin" and args.backend == "cpu":
+        max_numel = 2 ** 20  # KernelBench's own sizes (GBs per input) do not fit the CPU runtime
+    tasks = leap_gym.load_tasks(args.tasks, max_numel=max_numel)
     if args.task_ids:
         wanted = [t for t in args.task_ids.split(",") if t]
         by_id = {t.id: t for t in tasks}

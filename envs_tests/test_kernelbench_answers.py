@@ -216,19 +216,34 @@ def test_host_code_macros_dim3_options_and_shared_memory(tasks):
     assert "shared_mem=int(shared)" in converted.python and "kb_check(" in converted.python
 
 
-def test_untranslatable_host_code_says_what_and_points_to_the_native_format(tasks):
+def test_templated_kernel_in_a_dispatch_macro_is_judged(tasks):
     answer = ADD_ANSWER.split('add_source = """')[0] + 'add_source = """\n#include <torch/extension.h>\n' + \
         TEMPLATED_HOST + '"""' + ADD_ANSWER.split('"""', 2)[2]
     result = judge(tasks["add"], fenced(answer))
-    assert result.status == "FORMAT_ERROR" and result.detail == "load_inline"
-    assert "AT_DISPATCH_FLOATING_TYPES" in result.message and "native format" in result.message
+    assert result.status == "CORRECT", result.message
+    assert result.launches == {"vector_add_kernel__float": 4}
+
+
+def test_unsupported_host_code_names_the_construct_not_the_format(tasks):
+    answer = ADD_ANSWER.replace("return out;", "cudaMemcpy(out.data_ptr<float>(), a.data_ptr<float>(), 4, "
+                                                 "cudaMemcpyDeviceToDevice);\n    return out;")
+    result = judge(tasks["add"], fenced(answer))
+    assert result.status == "RUNTIME_ERROR" and result.detail == "unsupported", result.message
+    assert "cudaMemcpy" in result.message and "format" not in result.message.split(";")[0]
+
+
+def test_torch_compute_in_host_code_meets_the_torch_compute_rule(tasks):
+    result = judge(tasks["add"], fenced(ADD_ANSWER.replace("return out;", "return torch::relu(out);")))
+    assert result.status == "RUNTIME_ERROR" and result.detail == "torch_op_in_forward", result.message
+    assert "'relu'" in result.message
 
 
 @pytest.mark.parametrize("change, status, fragment", [
     (("import torch\n", "import torch\nimport os\n"), "FORMAT_ERROR", "`import os` is not allowed"),
     (("cuda_sources=add_source", "cuda_sources=open('/etc/hostname').read()"), "FORMAT_ERROR",
      "string constants of the block"),
-    (("auto n = a.numel();", "auto n = a.numel(); auto probe = eval;"), "FORMAT_ERROR", "`eval` is not allowed"),
+    (("auto n = a.numel();", "auto n = a.numel(); auto probe = eval;"), "COMPILE_ERROR",
+     "identifier 'eval' is undefined"),
     (("return self.vector_add.vector_add(a, b)", "return self.vector_add.vector_add(a, b) * 2"), "RUNTIME_ERROR",
      "torch operator"),
     (("#include <cuda_runtime.h>", '#include "/etc/passwd"'), "COMPILE_ERROR", "absolute path"),

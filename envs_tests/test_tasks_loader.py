@@ -44,7 +44,9 @@ def test_kernelbench_folder_loads_unchanged(kernelbench_dir):
     tasks = load_tasks(kernelbench_dir / "level1")
     assert {t.id for t in tasks} == {"level1/relu", "level1/square_matrix_multiplication_"}
     relu = next(t for t in tasks if "relu" in t.id)
-    assert relu.level == 1 and relu.reference_solutions == [] and not relu.has_wrapper
+    assert relu.level == 1 and relu.reference_solutions == []
+    assert relu.wrapper_signature.startswith('extern "C" __global__ void relu_kernel(')  # derived: elementwise
+    assert not next(t for t in tasks if "matrix" in t.id).has_wrapper
     assert input_numel(relu) == 4096 * 393216
     assert load_tasks(kernelbench_dir)[0].level == 1  # the parent folder finds level<N>/ subfolders
 

@@ -29,7 +29,10 @@ from typing import Any
 
 from leap_gym.evaluation.kernels import parse_kernel_signatures
 from leap_gym.evaluation.parse import strip_comments
-from leap_gym.kernelbench.host import Untranslatable, function_header, translate_declarations, translate_function
+from leap_gym.kernelbench.host import (Declarations, Untranslatable, function_header, translate_declarations,
+                                       translate_function)
+from leap_gym.kernelbench.names import HostCompileError
+from leap_gym.kernelbench.templates import instantiate_template
 from leap_gym.kernelbench.runtime import C_HELPERS
 from leap_gym.evaluation.parse import ParsedResponse, python_only_block
 
@@ -43,6 +46,9 @@ HOST_HEADER_RE = re.compile(r"^(?:torch|ATen|c10|pybind11|THC)/[\w./]+$|^(?:c?ma
                             r"cstdlib|cstdint|stdint\.h|cfloat|float\.h|climits|limits\.h?|limits|vector|iostream|"
                             r"algorithm|utility|tuple|string|cstring|string\.h|cassert|assert\.h|type_traits|"
                             r"numeric|functional|memory|array|sstream|stdexcept|cuda\.h)$")
+#: cuBLAS headers: a converted answer drops them (a real build compiles an unused include), and a call into
+#: cuBLAS from host code is reported as unsupported by name. The real build keeps refusing them.
+LIBRARY_HEADER_RE = re.compile(r"^cublas(?:_v2|_api|Lt)?\.h$")
 _INCLUDE_LINE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\n]*)[>"][ \t]*$')
 _DEFINE_RE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(\(([^)]*)\))?[ \t]*(.*)$")
 
@@ -68,6 +74,8 @@ class Conversion:
         real_python: the python block for a real build (``cuda`` backend): the calls replaced by
             the names ``kb_extension_<name>``, bound to the built modules at run time.
         error: why the answer could not be converted ("" when it was).
+        error_kind: ``"format"`` (the block cannot be read), ``"compile"`` (host code a real build
+            rejects) or ``"unsupported"`` (a host construct the translation does not cover).
     """
 
     cuda: str = ""
@@ -75,6 +83,7 @@ class Conversion:
     extensions: list[Extension] = field(default_factory=list)
     real_python: str = ""
     error: str = ""
+    error_kind: str = "format"
 
 
 def is_load_inline_answer(python: str) -> bool:
@@ -279,6 +288,29 @@ _LIMITS_PRELUDE = "".join(f"#ifndef {k}\n#define {k} {v}\n#endif\n" for k, v in 
 _HOST_ONLY_RE = re.compile(r"\b(?:torch|at|c10|std|pybind11|py)::|\bPYBIND11_MODULE\b|\busing\s+namespace\b|\bTensor\b")
 
 
+_NUMERIC_LIMITS_RE = re.compile(r"(?:\b|::)std::numeric_limits\b")
+
+
+def _limits(ctype: str, values: dict[str, str]) -> str:
+    body = " ".join(f"__device__ static {ctype} {k}() {{ return {v}; }}" for k, v in values.items())
+    return f"template <> struct kb_numeric_limits<{ctype}> {{ {body} }};\n"
+
+
+_NUMERIC_LIMITS_PRELUDE = "template <class T> struct kb_numeric_limits;\n" + \
+    _limits("float", {"max": "3.402823466e+38F", "min": "1.175494351e-38F", "lowest": "-3.402823466e+38F",
+                      "epsilon": "1.192092896e-07F", "infinity": "__int_as_float(0x7f800000)",
+                      "quiet_NaN": "__int_as_float(0x7fffffff)"}) + \
+    _limits("double", {"max": "1.7976931348623157e+308", "min": "2.2250738585072014e-308",
+                       "lowest": "-1.7976931348623157e+308", "epsilon": "2.220446049250313e-16",
+                       "infinity": "__longlong_as_double(0x7ff0000000000000LL)",
+                       "quiet_NaN": "__longlong_as_double(0x7ff8000000000000LL)"}) + \
+    _limits("int", {"max": "2147483647", "min": "(-2147483647 - 1)", "lowest": "(-2147483647 - 1)"}) + \
+    _limits("long long", {"max": "9223372036854775807LL", "min": "(-9223372036854775807LL - 1)",
+                          "lowest": "(-9223372036854775807LL - 1)"})
+_FIXED_INT_RE = re.compile(r"\bu?int(?:8|16|32|64)_t\b")
+_FIXED_INT_PRELUDE = ("typedef signed char int8_t;\ntypedef short int16_t;\ntypedef int int32_t;\ntypedef long int64_t;\n"
+                      "typedef unsigned char uint8_t;\ntypedef unsigned short uint16_t;\ntypedef unsigned int uint32_t;\n"
+                      "typedef unsigned long uint64_t;\n")
 def convert_sources(cuda_sources: str, cpp_sources: str, functions: list[str]) -> tuple[str, str, list[str]]:
     """(native cuda block, Python of the host functions, names of the functions) for one extension.
 
@@ -293,14 +325,15 @@ def convert_sources(cuda_sources: str, cpp_sources: str, functions: list[str]) -
     for item in items:
         if item.kind == "pp":
             include = _INCLUDE_LINE_RE.match(item.text)
-            if include and HOST_HEADER_RE.match(include.group(1).strip()):
+            if include and (HOST_HEADER_RE.match(include.group(1).strip()) or
+                            LIBRARY_HEADER_RE.match(include.group(1).strip())):
                 continue
             cuda_parts.append(item.text)
         elif item.kind == "func":
             header = strip_comments(item.header)
             if "__global__" in header:
                 if "template" in header:
-                    cuda_parts.append(item.text)  # kept; a host launch of it is reported as untranslatable
+                    cuda_parts.append(instantiate_template(item, cuda_sources + cpp_sources))
                 elif 'extern "C"' not in header:
                     cuda_parts.append(re.sub(r"((?:__launch_bounds__\s*\([^)]*\)\s*)?__global__)",
                                              r'extern "C" \1', item.text, count=1))
@@ -321,6 +354,10 @@ def convert_sources(cuda_sources: str, cpp_sources: str, functions: list[str]) -
     cuda = "\n".join(part.strip("\n") for part in cuda_parts if part.strip()) + "\n"
     if any(re.search(rf"\b{name}\b", cuda) for name in _LIMIT_MACROS):
         cuda = _LIMITS_PRELUDE + cuda
+    if _NUMERIC_LIMITS_RE.search(cuda):  # <limits>, likewise (NVRTC has neither)
+        cuda = _NUMERIC_LIMITS_PRELUDE + _NUMERIC_LIMITS_RE.sub("kb_numeric_limits", cuda)
+    if _FIXED_INT_RE.search(cuda):  # <cstdint>, which torch's headers bring to a real build and NVRTC lacks
+        cuda = _FIXED_INT_PRELUDE + cuda
     try:
         kernels = parse_kernel_signatures(cuda)
     except ValueError as exc:
@@ -329,14 +366,15 @@ def convert_sources(cuda_sources: str, cpp_sources: str, functions: list[str]) -
     helpers = frozenset(m.group(1) for m in names if m)
     missing = [f for f in functions if f not in helpers]
     if missing:
-        raise Untranslatable(f"load_inline's functions {missing} have no definition in the sources")
-    constant_lines = [line for c in constants
-                      for line in translate_declarations(expand_macros(strip_comments(c), macros), kernels)]
+        raise HostCompileError(f"load_inline's functions {missing} have no definition in the sources (the "
+                               "generated binding names an undeclared function)")
+    globals_ = translate_declarations(" ".join(expand_macros(strip_comments(c), macros) for c in constants), kernels) \
+        if constants else Declarations([])
     python: list[str] = []
     for item in host:
         function = translate_function(expand_macros(strip_comments(item.header), macros),
-                                      expand_macros(strip_comments(item.body), macros), kernels, helpers)
-        body = [*constant_lines, *function.body]
+                                      expand_macros(strip_comments(item.body), macros), kernels, helpers, globals_)
+        body = [*globals_.lines, *function.body]
         python.append(f"def kb_host_{function.name}({', '.join(function.params)}):")
         python += ["    " + line for line in body]
         python.append("")
@@ -397,6 +435,10 @@ def _rewrite_python(source: str, tree: ast.Module, calls: list[tuple[ast.Call, E
     return "\n".join(lines), moved
 
 
+_CUDA_CALL_RE = re.compile(r"\.cuda\(\s*\)|\.to\(\s*(['\"])cuda(?::0)?\1\s*\)")
+_DEVICE_ARG_RE = re.compile(r"\bdevice\s*=\s*(['\"])cuda(?::0)?\1")
+
+
 def convert_answer(python: str) -> Conversion:
     """Convert a load_inline answer's python block to the native format (`Conversion.error` says why not).
 
@@ -440,9 +482,12 @@ def _convert(python: str) -> Conversion:
             if not functions:
                 generated.append("    pass")
             generated.append("")
+    except HostCompileError as exc:
+        return Conversion(extensions=extensions, real_python=real, error=str(exc), error_kind="compile")
     except Untranslatable as exc:
-        return Conversion(extensions=extensions, real_python=real, error=f"cannot translate the host code exactly: "
-                          f"{exc}")
+        return Conversion(extensions=extensions, real_python=real, error=str(exc), error_kind="unsupported")
+    # x.cuda(), device="cuda": the GPU a build runs on is the device kernels run on here
+    native_python = _DEVICE_ARG_RE.sub("device=KB_DEVICE", _CUDA_CALL_RE.sub(".to(KB_DEVICE)", native_python))
     native = native_python.rstrip("\n") + "\n" + "\n".join(generated) + "\n" + "\n".join(moved) + "\n"
     return Conversion(cuda="\n".join(cuda_blocks), python=native, extensions=extensions, real_python=real)
 
@@ -455,7 +500,7 @@ def _convert(python: str) -> Conversion:
 BUILD_TIMEOUT_S = 600.0
 
 
-def _refused_includes(ext: Extension) -> list[str]:
+def _refused_includes(ext: Extension, converted: bool) -> list[str]:
     """Includes of an extension's sources that a real build must not see (the include rule, plus torch's headers)."""
     from leap_gym.backends.includes import find_include_violations
     from leap_gym.backends.nvrtc import include_dirs
@@ -466,7 +511,8 @@ def _refused_includes(ext: Extension) -> list[str]:
         for line in source.split("\n"):
             match = _INCLUDE_LINE_RE.match(line)
             name = match.group(1).strip() if match else ""
-            kept.append("" if match and HOST_HEADER_RE.match(name) and ".." not in name else line)
+            dropped = HOST_HEADER_RE.match(name) or converted and LIBRARY_HEADER_RE.match(name)
+            kept.append("" if match and dropped and ".." not in name else line)
         problems += [f"{label} line {v.line}: {v.text}: {v.message}" for v in find_include_violations("\n".join(kept), include_dirs())]
     return problems
 
@@ -478,7 +524,7 @@ def prepare_answer(task_id: str, response: str, backend: str) -> Any:
         None (not a load_inline answer), an `EvalResult` (FORMAT_ERROR or COMPILE_ERROR: why it cannot
         be judged), or a `LoadInlineResponse` for `leap_gym.evaluation.languages` to check like a native response.
     """
-    from leap_gym.result import COMPILE_ERROR, FORMAT_ERROR, EvalResult
+    from leap_gym.result import COMPILE_ERROR, FORMAT_ERROR, RUNTIME_ERROR, EvalResult
 
     found = python_only_block(response)
     if found is None or not is_load_inline_answer(found[0]):
@@ -487,16 +533,25 @@ def prepare_answer(task_id: str, response: str, backend: str) -> Any:
     conversion = convert_answer(python)
     real = backend == "cuda"
     for ext in conversion.extensions:
-        refused = _refused_includes(ext)
+        refused = _refused_includes(ext, converted=not real)
         if refused:
             return EvalResult(COMPILE_ERROR, task_id=task_id, backend=backend, detail="include_rule",
                               message=f"refused #include: {refused[0]}", errors=refused,
                               answer_format="load_inline")
     if conversion.error and not (real and conversion.real_python):
-        hint = NATIVE_IS_CHEAPER.format(what="host-code translation this answer needs")
+        if conversion.error_kind == "compile":
+            return EvalResult(COMPILE_ERROR, task_id=task_id, backend=backend, detail="host_code",
+                              message=f"the host code does not compile: {conversion.error}",
+                              errors=[conversion.error], answer_format="load_inline")
+        if conversion.error_kind == "unsupported":
+            return EvalResult(RUNTIME_ERROR, task_id=task_id, backend=backend, detail="unsupported",
+                              message=f"the {backend} backend cannot judge this load_inline answer: {conversion.error} "
+                                      "is outside the exact host-code translation (a GPU build compiles it: the cuda "
+                                      "backend judges it); "
+                                      + NATIVE_IS_CHEAPER.format(what="host-code translation"),
+                              errors=[conversion.error], answer_format="load_inline")
         return EvalResult(FORMAT_ERROR, task_id=task_id, backend=backend, detail="load_inline",
-                          message=f"{conversion.error}. This backend judges a load_inline answer by translating its "
-                                  f"host functions exactly; {hint}", answer_format="load_inline")
+                          message=conversion.error, answer_format="load_inline")
     if real:
         return LoadInlineResponse(cuda="", python=conversion.real_python, used_default_wrapper=False,
                                   cuda_first_line=0, python_first_line=first_line,

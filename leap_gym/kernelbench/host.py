@@ -4,8 +4,9 @@ KernelBench answers launch their ``__global__`` kernels from host functions writ
 C++ API. This module translates the subset such functions use into the native format's Python, where
 the translation is exact:
 
-- declarations (``auto``, ``int``/``int64_t``/``size_t``..., ``float``/``double``, pointers,
-  ``torch::Tensor``, ``dim3``), assignments, ``if``/``else``, ``for``, ``while``, ``return``;
+- declarations (``auto``, ``int``/``long long``/``int64_t``/``size_t``..., ``float``/``double``, pointers,
+  ``torch::Tensor``, ``dim3``, ``std::vector``), assignments, ``if``/``else``, ``for`` (and range-for),
+  ``while``, ``do``/``while``, ``return``; device guards are dropped;
 - C arithmetic: ``/`` and ``%`` on two integers truncate toward zero (`C_HELPERS`), casts
   (``(int)``, ``static_cast<float>``) truncate or convert as C does, ``?:``, ``&&``, ``||``, ``!``;
 - tensors: ``data_ptr<T>()`` (pointer arithmetic ``p + k`` becomes a view from element ``k``),
@@ -14,10 +15,12 @@ the translation is exact:
   ``reshape``, ``is_cuda``, ``TORCH_CHECK``;
 - launches ``k<<<grid, block[, shared[, stream]]>>>(args)`` become ``kernels.k(grid, block, *args,
   shared_mem=shared)``, scalar arguments converted to the kernel parameter's type as C converts them;
-- ``cudaDeviceSynchronize``/``cudaGetLastError`` and stream getters (launches are synchronous here).
+- ``cudaDeviceSynchronize``/``cudaGetLastError`` and stream getters (launches are synchronous here);
+- ``AT_DISPATCH_FLOATING_TYPES*`` and templated launches (`leap_gym.kernelbench.templates`).
 
-Anything else raises `Untranslatable` naming the construct; the caller reports it, and the native
-format (or the ``cuda`` backend's real build) remains.
+Host code a real build rejects raises `HostCompileError` (an undeclared name, a launch with the wrong
+number of arguments or a tensor for a pointer, ``std::min`` of two types: C types are tracked where
+known). Anything else outside the subset raises `Untranslatable` naming the construct.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ import re
 from dataclasses import dataclass, field
 
 from leap_gym.evaluation.kernels import KernelSignature
-from leap_gym.kernelbench.names import (DEVICE_ATTRIBUTES, FLOAT_TYPES, INT_TYPES, TorchApiNames, Untranslatable,
-                                        Value, strip_namespace)
+from leap_gym.kernelbench.names import (CONSTANTS, CTYPES, DEVICE_ATTRIBUTES, DTYPES, FLOAT_TYPES, GUARD_TYPES,
+                                        INT_TYPES, HostCompileError, TorchApiNames, Untranslatable, Value,
+                                        arithmetic_type, strip_namespace)
+from leap_gym.kernelbench.templates import TemplateStatements, split_params
 
 
 _TYPE_WORDS = {"const", "constexpr", "static", "volatile", "unsigned", "signed", "__restrict__", "register"}
@@ -73,16 +78,27 @@ _BINARY = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", ">", "<
            ("+", "-"), ("*", "/", "%")]
 
 
-class _Translator(TorchApiNames):
+class _Translator(TemplateStatements, TorchApiNames):
     def __init__(self, tokens: list[_Tok], kernels: dict[str, KernelSignature], pointers: set[str],
-                 helpers: frozenset[str] = frozenset()):
+                 helpers: frozenset[str] = frozenset(), declared: set[str] | None = None,
+                 types: dict[str, str] | None = None):
         self.toks = tokens
         self.i = 0
         self.helpers = helpers
         self.kernels = kernels
         self.pointers = set(pointers)
+        self.declared = set(declared or ()) | set(helpers) | set(CONSTANTS) | set(DTYPES) | {
+            "true", "false", "nullptr", "NULL", "cudaSuccess", "kCUDA", "kCPU"}
+        self.types = dict(types or {})
+        self.sequences: set[str] = set()  # names holding a std::vector or an IntArrayRef (a Python list/tuple)
         self.lines: list[str] = []
         self.counter = 0
+
+    def child(self, tokens: list[_Tok]) -> "_Translator":
+        """A translator of `tokens` that sees this one's names (for loop steps and dispatch bodies)."""
+        inner = _Translator(tokens, self.kernels, self.pointers, self.helpers, self.declared, self.types)
+        inner.sequences = self.sequences
+        return inner
 
     # -- token helpers
     def peek(self, k: int = 0) -> _Tok:
@@ -144,6 +160,11 @@ class _Translator(TorchApiNames):
                 self.body_of(indent + 1)
         elif tok.text == "for":
             self.for_loop(indent)
+        elif tok.text == "do":
+            self.do_while(indent)
+        elif tok.text.startswith("AT_DISPATCH_"):
+            self.dispatch(indent)
+            self.take(";")
         elif tok.text == "while":
             self.take()
             self.take("(")
@@ -174,9 +195,34 @@ class _Translator(TorchApiNames):
             self.simple(indent)
             self.take(";")
 
+    def do_while(self, indent: int) -> None:
+        self.take("do")
+        if any(t.text == "continue" for t in self.toks[self.i:self._block_end()]):
+            raise Untranslatable("'continue' inside a host do-while loop")
+        self.emit(indent, "while True:")
+        self.body_of(indent + 1)
+        self.take("while")
+        self.take("(")
+        cond = self.expr().text
+        self.take(")")
+        self.take(";")
+        self.emit(indent + 1, f"if not ({cond}):")
+        self.emit(indent + 2, "break")
+
     def for_loop(self, indent: int) -> None:
         self.take("for")
         self.take("(")
+        colon = self._range_colon()
+        if colon is not None:
+            name = self.toks[colon - 1].text
+            self.i = colon + 1
+            iterable = self.expr().text
+            self.take(")")
+            self.declared.add(name)
+            self.types.pop(name, None)
+            self.emit(indent, f"for {name} in {iterable}:")
+            self.body_of(indent + 1)
+            return
         if self.is_declaration():
             self.declaration(indent)
         elif not self.at(";"):
@@ -196,9 +242,22 @@ class _Translator(TorchApiNames):
         self.emit(indent, f"while {cond}:")
         self.body_of(indent + 1)
         if step_tokens:
-            inner = _Translator(step_tokens + [_Tok("op", ";")], self.kernels, self.pointers, self.helpers)
+            inner = self.child(step_tokens + [_Tok("op", ";")])
             inner.simple(indent + 1)
             self.lines += inner.lines
+
+    def _range_colon(self) -> int | None:
+        """The index of a range-for's ``:`` (``for (auto s : x.sizes())``), or None."""
+        depth, j = 0, self.i
+        while j < len(self.toks):
+            text = self.toks[j].text
+            if text in (";", "{") or depth == 0 and text == ")":
+                return None
+            depth += (text == "(") - (text == ")")
+            if depth == 0 and text == ":":
+                return j
+            j += 1
+        return None
 
     def _block_end(self) -> int:
         depth, j = 0, self.i
@@ -213,8 +272,15 @@ class _Translator(TorchApiNames):
         j = self.i
         while self._tok(j).text in _TYPE_WORDS:
             j += 1
-        if self._tok(j).kind != "id" or self._tok(j).text in ("return", "if", "for", "while", "sizeof"):
+        if self._tok(j).kind != "id" or self._tok(j).text in ("return", "if", "for", "while", "sizeof", "do", "else"):
             return False
+        if self._tok(j).text == "auto" and self._tok(j + 1).text in ("[", "&"):  # auto [a, b] = t;
+            return True
+        k = j
+        while self._tok(k).kind == "id":
+            k += 1
+        if k - j >= 2 and self._tok(k).text in ("=", ";", "(", "{", ",", "["):  # long long n = ...
+            return True
         j += 1
         if self._tok(j).text == "<":  # template arguments: std::vector<int64_t>
             depth = 0
@@ -235,6 +301,23 @@ class _Translator(TorchApiNames):
         while self.at(*_TYPE_WORDS):
             words.append(self.take().text)
         words.append(self.take().text)  # the type's name
+        if words[-1] == "auto" and self.at("&"):
+            self.take("&")
+        if words[-1] == "auto" and self.at("["):  # a structured binding
+            self.take("[")
+            names = [self.take().text]
+            while self.at(","):
+                self.take(",")
+                names.append(self.take().text)
+            self.take("]")
+            self.take("=")
+            value = self.expr().text
+            for name in names:
+                self.declared.add(name)
+                self.types.pop(name, None)
+                self.pointers.discard(name)
+            self.emit(indent, f"{', '.join(names)}{',' if len(names) == 1 else ''} = tuple({value})")
+            return
         while self.peek().kind == "id" and self.peek(1).kind == "id":  # long long, unsigned int
             words.append(self.take().text)
         if self.at("<"):
@@ -249,8 +332,15 @@ class _Translator(TorchApiNames):
         base = strip_namespace(" ".join(w for w in words if w not in _TYPE_WORDS - {"unsigned", "signed"}
                                          and w not in ("*", "&", "&&")))
         pointer = "*" in words
+        if base in GUARD_TYPES:  # one device: a guard does nothing
+            depth = 0
+            while not (depth == 0 and self.at(";")):
+                depth += self.at("(", "{") - self.at(")", "}")
+                self.take()
+            return
         while True:
             name = self.take().text
+            self.declared.add(name)
             if self.at("["):
                 raise Untranslatable(f"the host array '{name}'")
             if self.at("=", "(", "{"):
@@ -266,6 +356,9 @@ class _Translator(TorchApiNames):
                 self.emit(indent, f"{name} = {self.convert(base, pointer, value, name)}")
             elif base == "dim3":
                 self.emit(indent, f"{name} = (1, 1, 1)")
+            elif base == "vector":
+                self.sequences.add(name)
+                self.emit(indent, f"{name} = []")
             else:
                 self.emit(indent, f"{name} = None")
             if not self.at(","):
@@ -277,6 +370,15 @@ class _Translator(TorchApiNames):
             self.pointers.add(name)
             return value.text
         self.pointers.discard(name)
+        if base == "vector" or value.text.startswith(("tuple(", "list(", "[")):
+            self.sequences.add(name)
+        else:
+            self.sequences.discard(name)
+        ctype = value.ctype if base == "auto" else CTYPES.get(base)
+        if ctype:
+            self.types[name] = ctype
+        else:
+            self.types.pop(name, None)
         if base in INT_TYPES or base.replace("unsigned ", "") in INT_TYPES:
             return f"int({value.text})"
         if base in FLOAT_TYPES:
@@ -290,8 +392,10 @@ class _Translator(TorchApiNames):
         if self.peek().kind == "id" and self.peek(1).text == "<<<":
             self.emit(indent, self.launch())
             return
-        if self.peek().kind == "id" and self.peek(1).text == "<" and self.peek().text in self.kernels:
-            raise Untranslatable(f"the templated launch of '{self.peek().text}'")
+        if self.peek().kind == "id" and self.peek(1).text == "<" and \
+                any(k.startswith(self.peek().text + "__") for k in self.kernels):
+            self.emit(indent, self.templated_launch())
+            return
         if self.at("++", "--"):
             op = self.take().text
             target = self.expr().text
@@ -329,8 +433,8 @@ class _Translator(TorchApiNames):
         elif target.text:
             self.emit(indent, target.text)
 
-    def launch(self) -> str:
-        name = self.take().text
+    def launch(self, instance: str | None = None) -> str:
+        name = instance or self.take().text
         if name not in self.kernels:
             raise Untranslatable(f"the launch of '{name}', which is not an extern-C-able __global__ kernel of the "
                                  "source (templated kernels are not translated)")
@@ -345,10 +449,19 @@ class _Translator(TorchApiNames):
         self.take("(")
         args = self.args(")")
         params = self.kernels[name].params
+        shown = name.split("__")[0]
         if len(args) != len(params):
-            raise Untranslatable(f"the launch of '{name}' passes {len(args)} arguments to {len(params)} parameters")
+            raise HostCompileError(f"too {'few' if len(args) < len(params) else 'many'} arguments in the launch of "
+                                   f"'{shown}': {len(args)} for {len(params)} parameters")
         texts = []
-        for arg, param in zip(args, params):
+        for index, (arg, param) in enumerate(zip(args, params)):
+            if param.pointer and not arg.pointer and arg.text != "None":
+                raise HostCompileError(f"argument {index + 1} of the launch of '{shown}' is not a pointer: "
+                                       f"`{arg.text}` cannot initialise the parameter '{param.name}' "
+                                       f"({param.type}*); pass its data_ptr<{param.type}>()")
+            if not param.pointer and arg.pointer:
+                raise HostCompileError(f"argument {index + 1} of the launch of '{shown}' is a pointer, but the "
+                                       f"parameter '{param.name}' is a {param.type}")
             if param.pointer:
                 texts.append(arg.text)
             elif param.type in ("float", "double"):
@@ -377,7 +490,8 @@ class _Translator(TorchApiNames):
             yes = self.expr(no_shift)
             self.take(":")
             no = self.expr(no_shift)
-            return Value(f"({yes.text} if {cond.text} else {no.text})", yes.pointer or no.pointer)
+            return Value(f"({yes.text} if {cond.text} else {no.text})", yes.pointer or no.pointer,
+                         arithmetic_type(yes.ctype, no.ctype))
         return cond
 
     def binary_level(self, level: int, no_shift: bool) -> Value:
@@ -395,18 +509,21 @@ class _Translator(TorchApiNames):
             if op == "-" or right.pointer:
                 raise Untranslatable("pointer arithmetic other than pointer + offset")
             return Value(f"kb_offset({left.text}, {right.text})", True)
+        ctype = "int" if op in ("==", "!=", "<", ">", "<=", ">=", "&&", "||") else \
+            left.ctype if op in ("<<", ">>") else arithmetic_type(left.ctype, right.ctype)
         if op == "/":
-            return Value(f"kb_div({left.text}, {right.text})")
+            return Value(f"kb_div({left.text}, {right.text})", ctype=ctype)
         if op == "%":
-            return Value(f"kb_mod({left.text}, {right.text})")
+            return Value(f"kb_mod({left.text}, {right.text})", ctype=ctype)
         python = {"&&": "and", "||": "or"}.get(op, op)
-        return Value(f"({left.text} {python} {right.text})")
+        return Value(f"({left.text} {python} {right.text})", ctype=ctype)
 
     def unary(self) -> Value:
         tok = self.peek()
         if tok.text in ("-", "+", "~"):
             self.take()
-            return Value(f"({tok.text}{self.unary().text})")
+            operand = self.unary()
+            return Value(f"({tok.text}{operand.text})", ctype=operand.ctype)
         if tok.text == "!":
             self.take()
             return Value(f"(not {self.unary().text})")
@@ -438,7 +555,13 @@ class _Translator(TorchApiNames):
         tok = self.take()
         if tok.kind == "num":
             text = tok.text.rstrip("fFuUlL") if not tok.text.lower().startswith("0x") else tok.text.rstrip("uUlL")
-            return Value(text)
+            suffix = tok.text[len(text):].lower()
+            if any(c in text.lower() for c in ".e") and not text.lower().startswith("0x"):
+                ctype = "float" if "f" in suffix else "double"
+            else:
+                ctype = {"": "int", "u": "unsigned", "l": "long", "ul": "unsigned long", "lu": "unsigned long",
+                         "ll": "long long", "ull": "unsigned long long"}.get(suffix)
+            return Value(text, ctype=ctype)
         if tok.kind == "str":
             parts = [tok.text]
             while self.peek().kind == "str":  # adjacent literals concatenate, in C as in Python
@@ -447,7 +570,7 @@ class _Translator(TorchApiNames):
         if tok.text == "(":
             inner = self.expr()
             self.take(")")
-            return Value(f"({inner.text})", inner.pointer)
+            return Value(f"({inner.text})", inner.pointer, inner.ctype)
         if tok.text == "{":
             items = self.args("}")
             return Value("[" + ", ".join(i.text for i in items) + "]")
@@ -482,15 +605,24 @@ def function_header(header: str) -> re.Match[str] | None:
     return re.search(r"([A-Za-z_]\w*)\s*\(([^()]*)\)\s*$", header)
 
 
-def translate_declarations(text: str, kernels: dict[str, KernelSignature]) -> list[str]:
-    """Top-level declarations (``const int BLOCK = 256;``) as Python lines."""
+@dataclass
+class Declarations:
+    """Top-level declarations of a source (``const int BLOCK = 256;``): Python lines, names and C types."""
+
+    lines: list[str]
+    names: set[str] = field(default_factory=set)
+    types: dict[str, str] = field(default_factory=dict)
+
+
+def translate_declarations(text: str, kernels: dict[str, KernelSignature]) -> Declarations:
+    """Top-level declarations (``const int BLOCK = 256;``) as Python lines, with the names they declare."""
     translator = _Translator(tokenize("{" + text + "}"), kernels, set())
     translator.block(0)
-    return [line for line in translator.lines if line != "pass"]
+    return Declarations([line for line in translator.lines if line != "pass"], translator.declared, translator.types)
 
 
 def translate_function(header: str, body: str, kernels: dict[str, KernelSignature],
-                       helpers: frozenset[str] = frozenset()) -> HostFunction:
+                       helpers: frozenset[str] = frozenset(), globals_: Declarations | None = None) -> HostFunction:
     """Translate one host function (its header text and ``{...}`` body text) to Python lines.
 
     Args:
@@ -498,12 +630,17 @@ def translate_function(header: str, body: str, kernels: dict[str, KernelSignatur
         body: the ``{...}`` body.
         kernels: the kernels it may launch, by name.
         helpers: names of other host functions it may call (translated as ``kb_host_<name>``).
+        globals_: the source's top-level declarations, which the body may name.
+
+    Raises:
+        HostCompileError: host code a real build rejects (an undeclared name, a launch's arguments).
+        Untranslatable: a construct outside the translated subset, named in the message.
     """
     match = function_header(header)
     if match is None:
         raise Untranslatable(f"cannot read the host function header '{header.strip()[:80]}'")
-    params, pointers = [], set()
-    for raw in [p for p in match.group(2).split(",") if p.strip() and p.strip() != "void"]:
+    params, pointers, types = [], set(), dict(globals_.types if globals_ else {})
+    for raw in split_params(match.group(2)):
         raw = raw.split("=")[0]
         words = re.findall(r"[A-Za-z_][\w:]*|\*", raw)
         if not words:
@@ -511,6 +648,11 @@ def translate_function(header: str, body: str, kernels: dict[str, KernelSignatur
         params.append(words[-1])
         if "*" in words:
             pointers.add(words[-1])
-    translator = _Translator(tokenize(body), kernels, pointers, helpers)
+        else:
+            ctype = CTYPES.get(" ".join(strip_namespace(w) for w in words[:-1] if w not in _TYPE_WORDS - {"unsigned"}))
+            if ctype:
+                types[words[-1]] = ctype
+    declared = set(params) | (globals_.names if globals_ else set())
+    translator = _Translator(tokenize(body), kernels, pointers, helpers, declared, types)
     translator.block(0)
     return HostFunction(match.group(1), params, translator.lines)

@@ -50,6 +50,8 @@ def kb_kwargs(options):
         return {"device": KB_DEVICE}
     if isinstance(options, KbOptions):
         return {"dtype": options.dtype_value, "device": options.device_value or KB_DEVICE}
+    if isinstance(options, (torch.device, str)):
+        return {"device": options}
     return {"dtype": options, "device": KB_DEVICE}
 
 
@@ -85,6 +87,17 @@ def kb_like(kind, x, options=None):
 def kb_on_device(value):
     device = value if isinstance(value, torch.device) else value.device
     return device.type == KB_DEVICE
+
+
+def kb_data(tensor, scalar):
+    expected = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16, "BFloat16": torch.bfloat16,
+                "Int": torch.int32, "Long": torch.int64, "Bool": torch.bool, "Byte": torch.uint8, "Char": torch.int8,
+                "Short": torch.int16}[scalar]
+    if tensor.dtype != expected:
+        names = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
+                 torch.int32: "Int", torch.int64: "Long"}
+        raise RuntimeError("expected scalar type " + scalar + " but found " + names.get(tensor.dtype, str(tensor.dtype)))
+    return tensor
 
 
 def kb_offset(tensor, offset):

@@ -101,11 +101,15 @@ def install() -> None:
     from triton.runtime import interpreter
 
     builder = interpreter.interpreter_builder
-    for name in ("create_masked_load", "create_masked_store", "create_atomic_cas", "create_atomic_rmw"):
-        setattr(builder, name, _checked_memory_op(name, getattr(builder, name)))
+    memory_ops = ("create_masked_load", "create_masked_store", "create_atomic_cas", "create_atomic_rmw")
     for name in dir(type(builder)):
+        if name.startswith("create_") and name not in memory_ops:
+            setattr(builder, name, _propagating(getattr(builder, name)))
         if _BF16_UNSAFE.match(name):
             setattr(builder, name, _bf16_refused(name, getattr(builder, name)))
+    for name in memory_ops:
+        setattr(builder, name, _checked_memory_op(name, getattr(builder, name)))
+    interpreter._implicit_cvt = _tagging(interpreter._implicit_cvt)
     for ops in (interpreter.ReduceOps, interpreter.ScanOps):
         ops.apply = _bf16_reduce_refused(ops.apply)
     from triton.language.extra import libdevice
@@ -144,6 +148,36 @@ def checked_launch(kernel: str, kernel_fn: Any, args: tuple[Any, ...], kwargs: d
         _current = previous
 
 
+#: TensorHandle.attr key: the data_ptr of the tensor argument a pointer was derived from (0: several).
+BASE = "leap_base"
+
+
+def _tagging(convert: Any) -> Any:
+    """Tag the pointer a tensor argument becomes with that tensor's address (its provenance)."""
+    def tagged(arg: Any) -> Any:
+        out = convert(arg)
+        if hasattr(arg, "data_ptr") and hasattr(out, "handle") and hasattr(out.handle, "attr"):
+            out.handle.attr[BASE] = int(arg.data_ptr())
+        return out
+
+    return tagged
+
+
+def _propagating(original: Any) -> Any:
+    """A builder operation whose pointer result keeps the provenance of its pointer operands."""
+    def propagate(*args: Any) -> Any:
+        out = original(*args)
+        attr = getattr(out, "attr", None)
+        if attr is None or BASE in attr:
+            return out
+        bases = {a.attr[BASE] for a in args if isinstance(getattr(a, "attr", None), dict) and BASE in a.attr}
+        if bases:
+            attr[BASE] = bases.pop() if len(bases) == 1 else 0
+        return out
+
+    return propagate
+
+
 def _program_id() -> tuple[int, ...]:
     from triton.runtime import interpreter
 
@@ -166,22 +200,31 @@ def _check(op: str, ptrs: Any, mask: Any) -> None:
     if active.size == 0:
         return
     size = np.uint64(_element_bytes(ptrs))
-    slot = np.searchsorted(launch.starts, active, side="right").astype(np.int64) - 1
-    inside = slot >= 0
-    inside[inside] = active[inside] + size <= launch.ends[slot[inside]]
+    base = ptrs.attr.get(BASE, 0) if isinstance(getattr(ptrs, "attr", None), dict) else 0
+    owner = next((a for a in launch.allocations if a.base == base), None) if base else None
+    if owner is not None:  # derived from one tensor argument: it must stay inside that tensor's storage
+        inside = (active >= np.uint64(owner.start)) & (active + size <= np.uint64(owner.end))
+        slot = np.full(active.shape, launch.allocations.index(owner), dtype=np.int64)
+    else:  # an integer turned pointer, or a select between tensors: inside some tensor of the launch
+        slot = np.searchsorted(launch.starts, active, side="right").astype(np.int64) - 1
+        inside = slot >= 0
+        inside[inside] = active[inside] + size <= launch.ends[slot[inside]]
     if inside.all():
         return
-    launch.fault = _report(launch, op, active, inside, slot, int(size))
+    launch.fault = _report(launch, op, active, inside, slot, int(size), owner)
     raise OutOfBounds(launch.fault)
 
 
-def _report(launch: Launch, op: str, active: np.ndarray, inside: np.ndarray, slot: np.ndarray, size: int) -> str:
+def _report(launch: Launch, op: str, active: np.ndarray, inside: np.ndarray, slot: np.ndarray, size: int,
+            owner: Allocation | None) -> str:
     """Name the pointer argument the access went through and the offending offsets, in its elements."""
     bad = active[~inside]
     if not launch.allocations:
         return (f"out-of-bounds {op} in Triton kernel `{launch.kernel}`: the launch passed no tensor, yet the kernel "
                 f"accessed address {int(bad[0]):#x}")
-    if inside.any():  # the lanes of one access share a base pointer: the in-bounds lanes name it
+    if owner is not None:
+        pass
+    elif inside.any():  # the lanes of one access share a base pointer: the in-bounds lanes name it
         owner = launch.allocations[int(np.bincount(slot[inside]).argmax())]
     else:
         distance = [min(abs(int(bad[0]) - a.start), abs(int(bad[0]) - a.end)) for a in launch.allocations]

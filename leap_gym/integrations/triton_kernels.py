@@ -78,7 +78,8 @@ def _block_line(lineno: int, source: str) -> str:
 def _compile_error(exc: BaseException, name: str, kernel: Any, source: str) -> TritonCompileError:
     """The compiler's error as a kernel engineer reads it: kernel, line of the python block, message."""
     node = getattr(exc, "node", None)
-    first = getattr(_jit_function(kernel), "starting_line_number", 0) or 0
+    jit = _jit_function(kernel)  # the error's line counts from the `def` line (1)
+    first = getattr(jit, "def_file_line_number", 0) or getattr(jit, "starting_line_number", 0) or 0
     line = first + node.lineno - 1 if node is not None and getattr(node, "lineno", None) and first else 0
     reason = getattr(exc, "error_message", None) or (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
     where = f", line {line}: `{_block_line(line, source)}`" if line else ""

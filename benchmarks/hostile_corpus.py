@@ -1,7 +1,8 @@
 """Reward-hacking defences, whole run: every adversarial response caught, every honest solution CORRECT.
 
-Evaluates the adversarial corpus (``envs_tests/adversarial``, expectations in ``cases.tsv``) and every
-reference solution of every built-in task (plus the corpus' own tasks) through a sandboxed
+Evaluates the adversarial corpus (``envs_tests/adversarial``, expectations in ``cases.tsv``; the
+``triton_*`` cases are Triton attacks) and every reference solution of every built-in task (CUDA
+C++ and Triton, plus the corpus' own tasks) through a sandboxed
 `Evaluator` on the cpu backend, and prints per-case results and the counts side by side. The test
 suite runs the corpus and a sample of the honest solutions (``envs_tests/test_hostile.py``).
 
@@ -36,6 +37,8 @@ def main() -> int:
         attacks = {c["name"]: (strict if "strict" in c["options"] else normal).submit(
             tasks[c["task"]], (CORPUS / f"{c['name']}.md").read_text()) for c in CASES}
         honest = {(t.id, i): normal.submit(t, sol) for t in tasks.values() for i, sol in enumerate(t.reference_solutions)}
+        honest |= {(t.id, f"triton{i}"): normal.submit(t, sol) for t in tasks.values()
+                   for i, sol in enumerate(t.triton_solutions)}
         caught = 0
         for case in CASES:
             r = attacks[case["name"]].result()

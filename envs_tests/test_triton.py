@@ -82,6 +82,11 @@ BROKEN = {
                                "from triton.language.extra import libdevice")
                   .replace("tl.maximum(x, 0.0)", "tl.maximum(libdevice.tanh(x) * 0.0 + x, 0.0)"), RUNTIME_ERROR, "interpreter_unsupported"),
 }
+AUTOTUNED = RELU.replace("@triton.jit", '@triton.autotune(configs=[triton.Config({"BLOCK": 256}), '
+                          'triton.Config({"BLOCK": 512})], key=["n"])\n@triton.jit').replace(
+    "relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)",
+    'relu_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n)')
+BROKEN["autotuned_is_fine"] = (AUTOTUNED, CORRECT, "")  # the interpreter cannot time configs: the first one runs
 BROKEN_TASK = {"bf16_arithmetic": "level1/softmax_bf16"}
 
 

@@ -63,9 +63,7 @@ class TritonCompileError(Exception):
 def _python_function(kernel: Any) -> Any:
     """The plain function under a ``@triton.jit`` object (through autotune/heuristics wrappers)."""
     fn = kernel
-    for _ in range(8):
-        if not hasattr(fn, "fn"):
-            break
+    while hasattr(fn, "fn"):
         fn = fn.fn
     return fn
 
@@ -173,20 +171,28 @@ def _counted_class(cls: type) -> type:
     return _COUNTED[cls]
 
 
+def _no_benchmark(kernel_call: Any, quantiles: Any = None, **_: Any) -> Any:
+    """The interpreter's stand-in for ``triton.autotune``'s benchmarker (there is no GPU to time): every config
+    ties, so the first one is used."""
+    return [0.0] * len(quantiles) if quantiles else 0.0
+
+
 def _count_kernels(namespace: dict[str, Any], source: str, interpret: bool) -> TritonLaunches:
     from triton.runtime.jit import KernelInterface
 
     registry = TritonLaunches(interpret=interpret)
+    names = set(kernel_names(source))
     for name, value in list(namespace.items()):
-        if isinstance(value, KernelInterface) and name in _top_level_kernel_objects(source):
+        if isinstance(value, KernelInterface) and name in names:
             value.__class__ = _counted_class(type(value))
             value._leap_launch = (name, registry)
             value._leap_source = source
+            wrapper = value
+            while interpret and wrapper is not None:  # autotune wrappers, possibly under heuristics
+                if hasattr(wrapper, "configs"):
+                    wrapper._do_bench = _no_benchmark
+                wrapper = getattr(wrapper, "fn", None)
     return registry
-
-
-def _top_level_kernel_objects(source: str) -> set[str]:
-    return set(kernel_names(source))
 
 
 def _import_triton(interpret: bool) -> Any:
@@ -255,7 +261,7 @@ def run_triton_job(job: Any) -> EvalResult:
                              "does not run kernels"
             return finish(result, start)
         # The interpreter adds its own helpers to the block's globals on a first launch: judge the block's names.
-        state = {k: v for k, v in namespace.items() if k not in _top_level_kernel_objects(job.python)}
+        state = {k: v for k, v in namespace.items() if k not in kernel_names(job.python)}
         run_trials(job, backend, registry, model_new, result, references=references, namespace=state,
                    counter=registry)
     except TritonCompileError as exc:

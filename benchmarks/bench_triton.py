@@ -76,7 +76,8 @@ def main() -> int:
           f"{total['triton'][0] / total['cuda'][0]:6.2f} {total['cuda'][1]:9.2f} {total['triton'][1]:11.2f} "
           f"{total['triton'][1] / total['cuda'][1]:6.2f}")
     bad = [t.id for t in tasks if statuses["triton"][t.id] != CORRECT]
-    print(f"Triton solutions CORRECT: {len(tasks) - len(bad)}/{len(tasks)}" + (f" (not: {', '.join(bad)})" if bad else ""))
+    not_correct = f" (not: {', '.join(bad)})" if bad else ""
+    print(f"Triton solutions CORRECT: {len(tasks) - len(bad)}/{len(tasks)}{not_correct}")
     return 1 if bad else 0
 
 

@@ -80,7 +80,8 @@ BROKEN = {
     "bf16_arithmetic": (SOFTMAX_BF16.replace(".to(tl.float32)", " * 1.0"), RUNTIME_ERROR, "interpreter_unsupported"),
     "libdevice": (RELU.replace("import triton.language as tl", "import triton.language as tl\n"
                                "from triton.language.extra import libdevice")
-                  .replace("tl.maximum(x, 0.0)", "tl.maximum(libdevice.tanh(x) * 0.0 + x, 0.0)"), RUNTIME_ERROR, "interpreter_unsupported"),
+                  .replace("tl.maximum(x, 0.0)", "tl.maximum(libdevice.tanh(x) * 0.0 + x, 0.0)"),
+                  RUNTIME_ERROR, "interpreter_unsupported"),
 }
 AUTOTUNED = RELU.replace("@triton.jit", '@triton.autotune(configs=[triton.Config({"BLOCK": 256}), '
                           'triton.Config({"BLOCK": 512})], key=["n"])\n@triton.jit').replace(
@@ -129,6 +130,8 @@ def test_reference_solutions_cover_twenty_tasks_of_levels_one_and_two():
     ("import numpy", "importing `numpy` is not allowed"),
     ("open('/etc/passwd')", "`open` is not allowed"),
     ("self.__dict__", "dunder attribute"),
+    ("z = tl.core.builtins", "`tl.core.builtins` is not allowed"),
+    ("z = tl.extra.pkgutil", "`tl.extra.pkgutil` is not allowed"),
 ])
 def test_wrapper_rules_hold_for_triton_blocks(snippet, complaint):
     text = RELU.replace("        return y\n", f"        {snippet}\n        return y\n")

@@ -160,6 +160,26 @@ def _constant_names(tree: ast.Module) -> set[str]:
     return names
 
 
+#: Modules inside triton.language that reach its implementation (``tl.core``) or Python's import machinery
+#: (``tl.extra.pkgutil``); a kernel names tl's functions and types, ``tl.math.<f>``, ``tl.random.<f>``, libdevice.
+_LANGUAGE_MODULES = frozenset({"core", "standard", "target_info", "extra", "math", "random", "semantic"})
+
+
+def _language_path_allowed(path: list[str]) -> bool:
+    """Whether ``tl.<path>`` is a name of the kernel language: ``tl.load``, ``tl.math.exp``,
+    ``tl.extra.libdevice.tanh``, ``tl.extra.cuda.libdevice.tanh`` (and ``libdevice.<f>`` as ["libdevice", f])."""
+    if not path or any(p.startswith("_") for p in path):
+        return False
+    if path[0] == "extra":
+        path = path[2:] if path[1:2] == ["cuda"] else path[1:]
+        return len(path) == 2 and path[0] == "libdevice" and path[1] not in _LANGUAGE_MODULES
+    if path[0] == "libdevice":
+        return len(path) == 2 and path[1] not in _LANGUAGE_MODULES
+    if path[0] in {"math", "random"}:
+        return len(path) == 2 and path[1] not in _LANGUAGE_MODULES
+    return len(path) == 1 and path[0] not in _LANGUAGE_MODULES
+
+
 class _TritonChecker(PythonChecker):
     """The python-block static check, with Triton's API admitted and the kernel bodies confined."""
 
@@ -181,6 +201,21 @@ class _TritonChecker(PythonChecker):
                     if f"{node.module}.{alias.name}" in TRITON_MODULES:
                         self.language_names.add(alias.asname or alias.name)
         self.module_names |= self.triton_names | self.language_names
+        self.language_aliases = {n for n in self.language_names if n not in self.libdevice_names()}
+
+    def libdevice_names(self) -> set[str]:
+        """Names bound to libdevice itself (``from triton.language.extra import libdevice``)."""
+        names = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.ImportFrom) and node.module in TRITON_MODULES:
+                names.update(a.asname or a.name for a in node.names if a.name == "libdevice")
+            elif isinstance(node, ast.Import):
+                names.update(a.asname for a in node.names if a.asname and a.name.endswith(".libdevice"))
+        return names
+
+    def language_root(self, name: str) -> bool:
+        """Whether `name` is bound to triton.language (``tl``), not to libdevice."""
+        return name in self.language_aliases
 
     def check_import(self, node: ast.Import | ast.ImportFrom) -> None:
         if isinstance(node, ast.Import) and all(a.name in TRITON_MODULES for a in node.names):
@@ -191,8 +226,7 @@ class _TritonChecker(PythonChecker):
                 if alias.name == "*":
                     self.flag(node, f"`from {node.module} import *` is not allowed; write "
                                     "`import triton.language as tl`")
-                elif not (name in TRITON_MODULES or node.module == "triton" and alias.name in TRITON_API or
-                          node.module == "triton.language" and not alias.name.startswith("_")):
+                elif not (name in TRITON_MODULES or node.module == "triton" and alias.name in TRITON_API):
                     self.flag(node, f"`from {node.module} import {alias.name}` is not allowed; from triton a block "
                                     f"may take only {', '.join(sorted(TRITON_API))}")
             return
@@ -211,10 +245,19 @@ class _TritonChecker(PythonChecker):
     def check_attribute(self, node: ast.Attribute, scope: Any) -> None:
         root, parts = _dotted_root(node)
         writing = isinstance(node.ctx, (ast.Store, ast.Del))
-        if not writing and root in self.language_names and not node.attr.startswith("_"):
-            return  # tl.load, tl.arange, libdevice.tanh: the kernel language
+        if id(node) in self.attribute_bases and (root in self.language_names or root in self.triton_names):
+            return  # a prefix of a longer chain: the whole chain is judged at its outermost attribute
+        if not writing and root in self.language_names:
+            path = parts if self.language_root(root) else ["libdevice", *parts]
+            if not _language_path_allowed(path):
+                self.flag(node, f"`{root}.{'.'.join(parts)}` is not allowed; a kernel uses the names of "
+                                "triton.language (tl.load, tl.math.exp...) and libdevice, not its modules")
+            return
         if not writing and root in self.triton_names and parts:
-            if parts[0] == "language" and not node.attr.startswith("_"):
+            if parts[0] == "language":
+                if not _language_path_allowed(parts[1:]):
+                    self.flag(node, f"`{root}.{'.'.join(parts)}` is not allowed; a kernel uses the names of "
+                                    "triton.language, not its modules")
                 return  # triton.language.<name>
             if len(parts) == 1 and parts[0] in TRITON_API:
                 return

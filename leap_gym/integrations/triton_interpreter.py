@@ -230,7 +230,8 @@ def _report(launch: Launch, op: str, active: np.ndarray, inside: np.ndarray, slo
         distance = [min(abs(int(bad[0]) - a.start), abs(int(bad[0]) - a.end)) for a in launch.allocations]
         owner = launch.allocations[int(np.argmin(distance))]
     offsets = sorted({(int(a) - owner.base) // size for a in bad})
-    shown = ", ".join(str(o) for o in offsets[:MAX_OFFSETS_SHOWN]) + (", ..." if len(offsets) > MAX_OFFSETS_SHOWN else "")
+    shown = ", ".join(str(o) for o in offsets[:MAX_OFFSETS_SHOWN])
+    shown += ", ..." if len(offsets) > MAX_OFFSETS_SHOWN else ""
     pid = ", ".join(str(i) for i in _program_id())
     verb = "read" if op == "tl.load" else "written"
     return (f"out-of-bounds {op} in Triton kernel `{launch.kernel}` (program_id ({pid})): pointer argument "
@@ -267,7 +268,8 @@ def _is_bf16(value: Any) -> bool:
 
 def _gap(message: str) -> InterpreterGap:
     launch = _current
-    text = (f"Triton's interpreter (the cpu backend) cannot run kernel `{launch.kernel if launch else '?'}` faithfully: "
+    kernel = launch.kernel if launch else "?"
+    text = (f"Triton's interpreter (the cpu backend) cannot run kernel `{kernel}` faithfully: "
             f"{message}. This is a limit of the cpu backend, not a verdict on your kernel: compute in float32 "
             "(x.to(tl.float32)) and convert back when storing, or evaluate on the cuda backend")
     if launch is not None:

@@ -35,6 +35,8 @@ from leap_gym.result import COMPILE_ERROR, COMPILED, RUNTIME_ERROR, EvalResult, 
 from leap_gym.integrations.triton_check import kernel_names
 
 INSTALL_HINT = "Triton responses need triton: pip install 'leap-gym[triton]' (triton>=3.9)"
+#: Exceptions of Triton's compiler (triton.compiler.errors), by name: a COMPILE_ERROR.
+COMPILER_ERRORS = frozenset({"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"})
 
 
 @dataclass
@@ -139,7 +141,7 @@ def _launch(kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any
             try:
                 compiled = launcher(*args, **kwargs)
             except Exception as exc:
-                if type(exc).__name__ in {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"}:
+                if type(exc).__name__ in COMPILER_ERRORS:
                     raise _compile_error(exc, name, kernel, source) from None
                 raise
             _record_resources(registry, name, compiled)

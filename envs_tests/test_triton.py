@@ -88,6 +88,9 @@ AUTOTUNED = RELU.replace("@triton.jit", '@triton.autotune(configs=[triton.Config
     "relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)",
     'relu_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n)')
 BROKEN["autotuned_is_fine"] = (AUTOTUNED, CORRECT, "")  # the interpreter cannot time configs: the first one runs
+HEURISTIC = RELU.replace("@triton.jit", '@triton.heuristics({"EVEN": lambda args: args["n"] % 1024 == 0})\n@triton.jit') \
+    .replace("n, BLOCK: tl.constexpr)", "n, EVEN: tl.constexpr, BLOCK: tl.constexpr)")
+BROKEN["heuristics_are_fine"] = (HEURISTIC, CORRECT, "")
 BROKEN_TASK = {"bf16_arithmetic": "level1/softmax_bf16"}
 
 

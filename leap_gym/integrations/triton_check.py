@@ -34,6 +34,9 @@ KERNEL_BUILTINS = frozenset({"range", "min", "max", "int", "float", "bool", "len
                              "zip", "enumerate", "abs", "True", "False", "None"})
 _IMPORTS_TRITON_RE = re.compile(r"^[ \t]*(?:from[ \t]+triton\b|import[ \t]+triton\b)", re.MULTILINE)
 _DECORATOR_WRAPPERS = frozenset({"jit", "autotune", "heuristics"})
+#: Keywords of triton.autotune / triton.Config that run the block's Python around a launch, outside the guards.
+HOOK_KEYWORDS = frozenset({"pre_hook", "post_hook", "prune_configs_by", "early_config_prune", "perf_model",
+                           "do_bench"})
 
 TRITON_LAYOUT = '''```python
 import torch
@@ -271,6 +274,12 @@ class _TritonChecker(PythonChecker):
             return
         super().check_attribute(node, scope)
 
+    def visit(self, node: ast.AST, scope: Any) -> list[tuple[ast.AST, Any]]:
+        if isinstance(node, ast.keyword) and node.arg in HOOK_KEYWORDS:
+            self.flag(node.value, f"`{node.arg}=` is not allowed: autotuning hooks would run Python around a launch; "
+                                  "give triton.autotune its configs and key only")
+        return super().visit(node, scope)
+
     def enter_function(self, node: Any, scope: Any) -> list[tuple[ast.AST, Any]]:
         if _is_jit_function(node):
             self.check_kernel_body(node)
@@ -278,20 +287,17 @@ class _TritonChecker(PythonChecker):
 
     def check_kernel_body(self, node: ast.FunctionDef) -> None:
         """A kernel reads only its own names, tl/triton, other kernels, module-level constants and a few builtins."""
-        local = set()
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.arg):
-                local.add(sub.arg)
-            elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-                local.add(sub.id)
+        body = [sub for stmt in node.body for sub in ast.walk(stmt)]  # not the decorators (heuristics' lambdas)
+        local = {a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]}
+        local |= {sub.id for sub in body if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store)}
         allowed = local | self.triton_names | self.language_names | self.kernels | self.constants | KERNEL_BUILTINS
-        for sub in ast.walk(node):
+        for sub in body:
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id not in allowed:
                 known = hasattr(builtins, sub.id)
                 what = "this builtin" if known else "a module, helper or variable of the block"
                 self.flag(sub, f"`{sub.id}` is used inside @triton.jit kernel `{node.name}` ({what}); a kernel may "
                                "use only tl, its parameters, other @triton.jit functions and module-level constants")
-            elif isinstance(sub, (ast.FunctionDef, ast.Lambda, ast.ClassDef)) and sub is not node:
+            elif isinstance(sub, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
                 self.flag(sub, f"nested functions and classes are not allowed inside @triton.jit kernel `{node.name}`")
 
 

@@ -120,7 +120,8 @@ def install() -> None:
     _installed = True
 
 
-def _allocations(kernel_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Allocation]:
+def tensor_allocations(kernel_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Allocation]:
+    """The memory each tensor argument of a launch of `kernel_fn` owns, by parameter name."""
     import inspect
 
     try:
@@ -137,10 +138,10 @@ def _allocations(kernel_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
 
 @contextmanager
-def checked_launch(kernel: str, kernel_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Launch]:
-    """While a launch of `kernel` runs, allow memory accesses only inside its tensor arguments."""
+def checked_launch(kernel: str, allocations: list[Allocation]) -> Iterator[Launch]:
+    """While a launch of `kernel` runs, allow memory accesses only inside its tensor arguments (`allocations`)."""
     global _current
-    launch = Launch(kernel, _allocations(kernel_fn, args, kwargs))
+    launch = Launch(kernel, allocations)
     previous, _current = _current, launch
     try:
         yield launch
@@ -315,4 +316,4 @@ def interpreter_failure(exc: BaseException, launch: Launch) -> tuple[str, str] |
 
 
 __all__ = ["Allocation", "InterpreterGap", "Launch", "OutOfBounds", "checked_launch", "enable_interpreter",
-           "install", "interpreter_failure"]
+           "install", "interpreter_failure", "tensor_allocations"]

@@ -126,7 +126,11 @@ def _record_resources(registry: TritonLaunches, name: str, compiled: Any) -> Non
 
 
 def _launch(kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any], source: str) -> Any:
-    """One counted, checked launch of a top-level kernel object."""
+    """One counted, checked launch of a top-level kernel object.
+
+    The torch guards stay on here: ``triton.heuristics`` functions run under them; only the kernel's
+    own run (the innermost ``@triton.jit`` object's ``run``, see `_count_kernels`) is unguarded.
+    """
     from leap_gym.backends.base import KernelRuntimeError
     from leap_gym.evaluation.correctness import guards_suspended
     from leap_gym.integrations import triton_interpreter
@@ -136,27 +140,46 @@ def _launch(kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any
     if registry.noop:
         return None
     launcher = type(kernel).__mro__[1].__getitem__(kernel, grid)
+    if not registry.interpret:
+        try:
+            compiled = launcher(*args, **kwargs)
+        except Exception as exc:
+            if type(exc).__name__ in COMPILER_ERRORS:
+                raise _compile_error(exc, name, kernel, source) from None
+            raise
+        _record_resources(registry, name, compiled)
+        return compiled
     with guards_suspended():
-        if not registry.interpret:
-            try:
-                compiled = launcher(*args, **kwargs)
-            except Exception as exc:
-                if type(exc).__name__ in COMPILER_ERRORS:
-                    raise _compile_error(exc, name, kernel, source) from None
-                raise
-            _record_resources(registry, name, compiled)
-            return compiled
-        with triton_interpreter.checked_launch(name, _python_function(kernel), args, kwargs) as launch:
-            try:
-                return launcher(*args, **kwargs)
-            except Exception as exc:
-                failure = triton_interpreter.interpreter_failure(exc, launch)
-                if failure is not None:
-                    raise KernelRuntimeError(failure[1], failure[0]) from None
-                language = _language_error(exc, name)
-                if language is not None:
-                    raise language from None
-                raise
+        allocations = triton_interpreter.tensor_allocations(_python_function(kernel), args, kwargs)
+    with triton_interpreter.checked_launch(name, allocations) as launch:
+        try:
+            return launcher(*args, **kwargs)
+        except Exception as exc:
+            failure = triton_interpreter.interpreter_failure(exc, launch)
+            if failure is not None:
+                raise KernelRuntimeError(failure[1], failure[0]) from None
+            language = _language_error(exc, name)
+            if language is not None:
+                raise language from None
+            raise
+
+
+def _unguarded(run: Any) -> Any:
+    """`run` with the torch guards suspended (Triton's launcher and interpreter use torch on the arguments)."""
+    from leap_gym.evaluation.correctness import guards_suspended
+
+    def run_unguarded(*args: Any, **kwargs: Any) -> Any:
+        with guards_suspended():
+            return run(*args, **kwargs)
+
+    return run_unguarded
+
+
+def _gpu_benchmark(kernel_call: Any, *args: Any, **kwargs: Any) -> Any:
+    """``triton.autotune``'s benchmarker on the GPU, unguarded (it times with torch's CUDA events)."""
+    from triton.runtime.driver import driver
+
+    return _unguarded(driver.active.get_benchmarker())(kernel_call, *args, **kwargs)
 
 
 _COUNTED: dict[type, type] = {}
@@ -190,10 +213,11 @@ def _count_kernels(namespace: dict[str, Any], source: str, interpret: bool) -> T
             value._leap_launch = (name, registry)
             value._leap_source = source
             wrapper = value
-            while interpret and wrapper is not None:  # autotune wrappers, possibly under heuristics
+            while isinstance(getattr(wrapper, "fn", None), KernelInterface):  # autotune, heuristics wrappers
                 if hasattr(wrapper, "configs"):
-                    wrapper._do_bench = _no_benchmark
-                wrapper = getattr(wrapper, "fn", None)
+                    wrapper._do_bench = _no_benchmark if interpret else _gpu_benchmark
+                wrapper = wrapper.fn
+            wrapper.run = _unguarded(wrapper.run)  # the @triton.jit object itself
     return registry
 
 

@@ -27,6 +27,7 @@ import os
 import time
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -120,9 +121,9 @@ def _record_resources(registry: TritonLaunches, name: str, compiled: Any) -> Non
         return
     registers = getattr(compiled, "n_regs", None)
     spills = getattr(compiled, "n_spills", None)
-    registry.resources[name] = KernelResources(
+    registry.resources[name] = KernelResources(  # Triton's n_spills counts 4-byte words of local memory per thread
         registers=int(registers or 0), shared_mem_bytes=int(getattr(metadata, "shared", 0) or 0),
-        spill_stores_bytes=int(spills or 0) * 4, spill_loads_bytes=int(spills or 0) * 4)
+        spill_stores_bytes=int(spills or 0) * 4)
 
 
 def _launch(kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any], source: str) -> Any:
@@ -229,6 +230,10 @@ def _import_triton(interpret: bool) -> Any:
         enable_interpreter()
     else:
         os.environ["TRITON_INTERPRET"] = "0"
+        # Triton caches kernels and its launcher stub under ~/.triton; a worker's home may be read-only.
+        cache = Path(os.environ.get("LEAP_GYM_CACHE", Path.home() / ".cache" / "leap_gym")) / "triton"
+        os.environ.setdefault("TRITON_HOME", str(cache))
+        os.environ.setdefault("TRITON_CACHE_DIR", str(cache / "cache"))
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     try:
         import triton

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "envs_tests"))
 import leap_gym  # noqa: E402
 from leap_gym.evaluation.evaluator import Evaluator  # noqa: E402
 from leap_gym.result import CORRECT  # noqa: E402
-from test_hostile import CASES, CORPUS, StrictEvaluator  # noqa: E402
+from test_hostile import CASES, CORPUS  # noqa: E402
 
 
 def main() -> int:
@@ -33,7 +33,7 @@ def main() -> int:
     tasks = {t.id: t.with_size("cpu") for t in suite}
     start = time.perf_counter()
     with Evaluator(backend="cpu", workers=args.workers, timeout_s=60) as normal, \
-            StrictEvaluator(backend="cpu", workers=1, timeout_s=60) as strict:
+            Evaluator(backend="cpu", workers=1, timeout_s=60, strict=True) as strict:
         attacks = {c["name"]: (strict if "strict" in c["options"] else normal).submit(
             tasks[c["task"]], (CORPUS / f"{c['name']}.md").read_text()) for c in CASES}
         honest = {(t.id, i): normal.submit(t, sol) for t in tasks.values() for i, sol in enumerate(t.reference_solutions)}

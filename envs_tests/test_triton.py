@@ -246,3 +246,12 @@ def test_kernelbench_folder_takes_triton_answers(tmp_path, evaluator):
     task = leap_gym.load_tasks(folder, max_numel=4096)[0]
     result = evaluator.evaluate(task, RELU)
     assert result.status == CORRECT, result.message
+
+
+def test_a_worker_that_imported_triton_before_still_interprets():
+    """A CUDA C++ evaluation imports triton (through torch) before any Triton response: tl.sum, tl.max still run."""
+    task = TASKS["level1/softmax"]
+    with Evaluator(backend="cpu", workers=1, timeout_s=120) as single:
+        assert single.evaluate(task, task.reference_solutions[0]).status == CORRECT
+        result = single.evaluate(task, task.triton_solutions[0])
+    assert result.status == CORRECT, result.message

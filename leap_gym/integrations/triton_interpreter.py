@@ -100,6 +100,7 @@ def install() -> None:
         return
     from triton.runtime import interpreter
 
+    _interpret_library_functions()
     builder = interpreter.interpreter_builder
     memory_ops = ("create_masked_load", "create_masked_store", "create_atomic_cas", "create_atomic_rmw")
     for name in dir(type(builder)):
@@ -147,6 +148,28 @@ def checked_launch(kernel: str, allocations: list[Allocation]) -> Iterator[Launc
         yield launch
     finally:
         _current = previous
+
+
+def _interpret_library_functions() -> None:
+    """Make triton.language's own ``@jit`` functions (``tl.sum``, ``tl.max``, ``tl.softmax``...) interpretable.
+
+    They are decorated when triton.language is first imported, as compiled `JITFunction`s unless
+    ``TRITON_INTERPRET`` was set then; a worker may have imported triton before (torch imports it),
+    and an interpreted kernel calling one then fails ("Cannot call @triton.jit'd outside of the scope
+    of a kernel"). Each is replaced, in every triton.language module, by one `InterpretedFunction`.
+    """
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    replaced: dict[int, Any] = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "triton.language" or name.startswith("triton.language.")):
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, JITFunction):
+                if id(value) not in replaced:
+                    replaced[id(value)] = InterpretedFunction(value.fn)
+                setattr(module, attr, replaced[id(value)])
 
 
 #: TensorHandle.attr key: the data_ptr of the tensor argument a pointer was derived from (0: several).

@@ -35,6 +35,7 @@ setup(
         "ray": ["ray>=2.9"],
         "sb3": ["stable-baselines3>=2.3"],
         "numba": ["numba>=0.60"],
+        "triton": ["triton>=3.9"],  # Triton kernels as a kernel language (on cpu through Triton's interpreter)
         "report": ["playwright>=1.40"],
         "notebooks": ["nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29", "matplotlib>=3.8"],
         "dev": ["pytest>=8", "hypothesis>=6.100", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29"],

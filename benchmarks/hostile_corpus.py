@@ -1,7 +1,8 @@
 """Reward-hacking defences, whole run: every adversarial response caught, every honest solution CORRECT.
 
-Evaluates the adversarial corpus (``envs_tests/adversarial``, expectations in ``cases.tsv``) and every
-reference solution of every built-in task (plus the corpus' own tasks) through a sandboxed
+Evaluates the adversarial corpus (``envs_tests/adversarial``, expectations in ``cases.tsv``; the
+``triton_*`` cases are Triton attacks) and every reference solution of every built-in task (CUDA
+C++ and Triton, plus the corpus' own tasks) through a sandboxed
 `Evaluator` on the cpu backend, and prints per-case results and the counts side by side. The test
 suite runs the corpus and a sample of the honest solutions (``envs_tests/test_hostile.py``).
 
@@ -21,7 +22,7 @@ sys.path.insert(0, str(ROOT / "envs_tests"))
 import leap_gym  # noqa: E402
 from leap_gym.evaluation.evaluator import Evaluator  # noqa: E402
 from leap_gym.result import CORRECT  # noqa: E402
-from test_hostile import CASES, CORPUS, StrictEvaluator  # noqa: E402
+from test_hostile import CASES, CORPUS  # noqa: E402
 
 
 def main() -> int:
@@ -32,10 +33,12 @@ def main() -> int:
     tasks = {t.id: t.with_size("cpu") for t in suite}
     start = time.perf_counter()
     with Evaluator(backend="cpu", workers=args.workers, timeout_s=60) as normal, \
-            StrictEvaluator(backend="cpu", workers=1, timeout_s=60) as strict:
+            Evaluator(backend="cpu", workers=1, timeout_s=60, strict=True) as strict:
         attacks = {c["name"]: (strict if "strict" in c["options"] else normal).submit(
             tasks[c["task"]], (CORPUS / f"{c['name']}.md").read_text()) for c in CASES}
         honest = {(t.id, i): normal.submit(t, sol) for t in tasks.values() for i, sol in enumerate(t.reference_solutions)}
+        honest |= {(t.id, f"triton{i}"): normal.submit(t, sol) for t in tasks.values()
+                   for i, sol in enumerate(t.triton_solutions)}
         caught = 0
         for case in CASES:
             r = attacks[case["name"]].result()

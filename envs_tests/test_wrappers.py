@@ -103,7 +103,7 @@ def test_curriculum_rejects_bad_arguments():
     with pytest.raises(ValueError, match="style"):
         FeedbackFormatWrapper(_env(), style="xml")
     with pytest.raises(ValueError, match="language"):
-        KernelLanguageWrapper(_env(), language="triton")
+        KernelLanguageWrapper(_env(), language="fortran")
 
 
 def test_language_wrapper_rewrites_prompt_and_messages():

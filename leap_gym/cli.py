@@ -117,6 +117,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         rows.append(("nvrtc", nvrtc_version()))
     except Exception as exc:
         rows.append(("nvrtc", f"unavailable: {exc}"))
+    try:
+        import triton
+
+        rows.append(("triton", f"{triton.__version__} (Triton responses; cpu: Triton's interpreter)"))
+    except ImportError:
+        rows.append(("triton", "missing (Triton responses): pip install 'leap-gym[triton]'"))
     rows.append(("cuda headers", ", ".join(include_dirs()) or "missing: pip install 'nvidia-cuda-runtime>=13,<14'"))
     for compiler in ("g++", "clang++", "nvcc"):
         rows.append((compiler, shutil.which(compiler) or "not found"))

@@ -97,8 +97,8 @@ class EvalResult:
         detail: a machine-readable sub-status (e.g. ``"out_of_bounds"``, ``"input_modified"``,
             ``"kernel_not_launched"``), empty when there is nothing more specific to say.
         errors: the error texts a kernel engineer would read (compiler errors, traceback lines).
-        answer_format: ``"native"``, or ``"load_inline"`` for a KernelBench-style answer
-            (`leap_gym.kernelbench`).
+        answer_format: ``"native"``, ``"triton"`` for a Triton response, or ``"load_inline"`` for a
+            KernelBench-style answer (`leap_gym.kernelbench`).
         build_time_s: seconds spent building a load_inline extension (the ``cuda`` backend's real build).
     """
 

@@ -162,7 +162,12 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     correct = [r for r in references if r["status"] == "CORRECT"]
     speedups = [r["speedup"] for r in correct if isinstance(r.get("speedup"), (int, float)) and r["speedup"] > 0]
     repeat = [r for r in records if r["kind"] == "repeatability"]
+    triton = [r for r in records if r["kind"] == "triton_reference"]  # envs_tests/gpu/test_gpu_triton.py
     return {
+        "triton_reference_solutions": len(triton),
+        "triton_reference_correct": sum(r["status"] == "CORRECT" for r in triton),
+        "triton_not_correct": [f"{r['task']}: {r['status']} {r.get('detail', '')}" for r in triton
+                               if r["status"] != "CORRECT"],
         "reference_solutions": len(references),
         "reference_correct": len(correct),
         "all_reference_correct": bool(references) and len(correct) == len(references),

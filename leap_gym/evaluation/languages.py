@@ -1,4 +1,4 @@
-"""Kernel languages: which pipeline prepares and runs a response, CUDA C++ or Numba.
+"""Kernel languages: which pipeline prepares and runs a response, CUDA C++, Triton or Numba.
 
 A language is a `KernelLanguage`: whether it claims a response (and the job made from it), how it
 parses and checks the response, and how it runs the job in a worker. `prepare` and `run_job` ask
@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from leap_gym.evaluation.parse import ParsedResponse, python_only_block
 from leap_gym.evaluation.pipeline import EvalJob, check_parsed, prepare_cuda, run_cuda_job
-from leap_gym.integrations import numba_kernels
+from leap_gym.integrations import numba_kernels, triton_check
 from leap_gym.kernelbench import answer as kernelbench
 from leap_gym.result import EvalResult
 from leap_gym.tasks import Task
@@ -24,7 +24,7 @@ class KernelLanguage:
     """One way of writing the kernels of a response.
 
     Attributes:
-        name: short name (``"cuda"``, ``"numba"``).
+        name: short name (``"cuda"``, ``"triton"``, ``"numba"``).
         claims_response: whether a response's text is written in this language.
         claims_job: whether a prepared `EvalJob` is one of this language's.
         prepare: parse and statically check a response for a backend: the parsed response, or a FORMAT_ERROR result.
@@ -71,7 +71,19 @@ def _prepare_numba(task: Task, response: str, backend: str) -> ParsedResponse | 
     return numba_kernels.prepare_numba(task, response)
 
 
+def _prepare_triton(task: Task, response: str, backend: str) -> ParsedResponse | EvalResult:
+    return triton_check.prepare_triton(task, response)
+
+
+def _run_triton_job(job: EvalJob) -> EvalResult:
+    from leap_gym.integrations.triton_kernels import run_triton_job
+
+    return run_triton_job(job)
+
+
 LANGUAGES: tuple[KernelLanguage, ...] = (
+    KernelLanguage("triton", triton_check.is_triton_response, triton_check.is_triton_job, _prepare_triton,
+                   _run_triton_job),
     KernelLanguage("numba", numba_kernels.is_numba_response, numba_kernels.is_numba_job, _prepare_numba,
                    numba_kernels.run_numba_job),
     KernelLanguage("load_inline", _is_load_inline_response, lambda job: bool(job.extensions), _prepare_load_inline,

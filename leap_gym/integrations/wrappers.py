@@ -6,7 +6,7 @@ feedback text, and composes with the others and with Gymnasium's own wrappers:
 - `FeedbackFormatWrapper`: the feedback observation as compact JSON or one short line.
 - `RewardShapingWrapper`: a per-turn reward plus a progress bonus and a turn penalty, or any function.
 - `TaskCurriculumWrapper`: picks each episode's task, unlocking harder levels as the agent succeeds.
-- `KernelLanguageWrapper`: asks for Numba ``@cuda.jit`` kernels instead of CUDA C++ in the prompt.
+- `KernelLanguageWrapper`: asks for Triton (``@triton.jit``) or Numba (``@cuda.jit``) kernels instead of CUDA C++.
 
 The examples run on the ``compile-only`` backend (NVRTC only, no kernel runs), so they are quick.
 """
@@ -263,17 +263,19 @@ class TaskCurriculumWrapper(gym.Wrapper):
 
 
 class KernelLanguageWrapper(gym.Wrapper):
-    """Ask for kernels in another language: ``"numba"`` (``@cuda.jit`` functions in one python block).
+    """Ask for kernels in another language: ``"triton"`` (``@triton.jit`` kernels launched as
+    ``kernel[grid](...)``) or ``"numba"`` (``@cuda.jit`` functions), each in one python block.
 
-    The prompt's response-format section and short-form note are replaced by the Numba format (in
-    the observation and in ``info["messages"]``); the environment judges Numba responses with the
-    same statuses and rewards as CUDA C++ ones. On the ``cpu`` backend Numba kernels run in Numba's
-    CUDA simulator, one Python thread per CUDA thread: build the environment on tasks shrunk with
-    `leap_gym.integrations.numba_examples.simulator_task`.
+    The prompt's response-format section and short-form note are replaced by the language's format
+    (in the observation and in ``info["messages"]``); the environment judges these responses with the
+    same statuses and rewards as CUDA C++ ones. On the ``cpu`` backend Triton kernels run in Triton's
+    interpreter (every memory access checked; ``pip install 'leap-gym[triton]'``), Numba kernels in
+    Numba's CUDA simulator, one Python thread per CUDA thread: build a Numba environment on tasks
+    shrunk with `leap_gym.integrations.numba_examples.simulator_task`.
 
     Args:
         env: a `KernelDebugEnv` (or a wrapper of one).
-        language: ``"numba"`` (``"cuda"`` leaves the prompt unchanged).
+        language: ``"triton"`` or ``"numba"`` (``"cuda"`` leaves the prompt unchanged).
 
     Example:
         >>> import gymnasium as gym
@@ -286,7 +288,7 @@ class KernelLanguageWrapper(gym.Wrapper):
         (True, False, True)
     """
 
-    LANGUAGES = ("cuda", "numba")
+    LANGUAGES = ("cuda", "numba", "triton")
 
     def __init__(self, env: gym.Env, language: str = "numba"):
         super().__init__(env)
@@ -300,15 +302,17 @@ class KernelLanguageWrapper(gym.Wrapper):
             return prompt
         from leap_gym.evaluation.feedback import RESPONSE_FORMAT
         from leap_gym.integrations.numba_kernels import NUMBA_RESPONSE_FORMAT
+        from leap_gym.integrations.triton_check import TRITON_RESPONSE_FORMAT
 
+        language_format = TRITON_RESPONSE_FORMAT if self.language == "triton" else NUMBA_RESPONSE_FORMAT
         if RESPONSE_FORMAT not in prompt:
-            return prompt + "\n\n" + NUMBA_RESPONSE_FORMAT
+            return prompt + "\n\n" + language_format
         head, _, rest = prompt.partition(RESPONSE_FORMAT)
         start = rest.find("\n\nShort form:")
         if start >= 0:
             end = rest.find("\n\nYou have", start)
             rest = rest[:start] + (rest[end:] if end >= 0 else "")
-        return head + NUMBA_RESPONSE_FORMAT + rest
+        return head + language_format + rest
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)

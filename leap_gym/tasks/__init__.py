@@ -35,7 +35,9 @@ class Task:
             constants set after the file runs. `size` names the preset in use (``""``: the file's own).
         wrapper: the default `ModelNew` for the short form (a response holding only the `cuda` block),
             with `wrapper_signature` the kernel it launches; empty when the task has none.
-        reference_solutions: whole responses that are CORRECT.
+        reference_solutions: whole responses that are CORRECT (CUDA C++, from ``<name>.solution*.md``).
+        triton_solutions: whole Triton responses that are CORRECT (from ``<name>.triton*.md``; see
+            `leap_gym.integrations.triton_check`).
         allowed_torch_ops: torch operators `ModelNew.forward` may call besides allocation and views.
     """
 
@@ -55,6 +57,7 @@ class Task:
     wrapper: str = ""
     wrapper_signature: str = ""
     reference_solutions: list[str] = field(default_factory=list)
+    triton_solutions: list[str] = field(default_factory=list)
     allowed_torch_ops: list[str] = field(default_factory=list)
     path: str = ""
 
@@ -123,6 +126,7 @@ def _task_from_file(path: Path, task_id: str, level: int) -> Task:
         wrapper=meta.get("wrapper", ""),
         wrapper_signature=meta.get("wrapper_signature", ""),
         reference_solutions=solutions,
+        triton_solutions=[p.read_text() for p in sorted(path.parent.glob(f"{path.stem}.triton*.md"))],
         allowed_torch_ops=list(meta.get("allowed_torch_ops", [])),
         path=str(path),
     )

@@ -70,6 +70,7 @@ MiB = 1 << 20
 DEFAULT_ENV_ALLOW: tuple[str, ...] = (
     "LEAP_GYM_CACHE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
     "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CC", "CXX", "TZ",
+    "LEAP_GYM_BACKENDS",  # backends registered in the caller (leap_gym.backends.base.register_backend)
 )
 
 FAILURES = ("timeout", "crash", "exception", "oom", "output_flood")

@@ -12,8 +12,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from leap_agents.algorithms.dcp import REASONS, Decision, DCPConfig, DifficultyTracker, dcp_decide
-from leap_agents.algorithms.rewards import group_advantages, kevin_returns, rank_rewards, single_turn_rewards, solved_fraction
+from leap_agents.algorithms.dcp import REASONS, DCPConfig, Decision, DifficultyTracker, dcp_decide
+from leap_agents.algorithms.rewards import (
+    group_advantages,
+    kevin_returns,
+    rank_rewards,
+    single_turn_rewards,
+    solved_fraction,
+)
 
 _LAZY = {
     "Generation": "leap_agents.policies.base",

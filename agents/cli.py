@@ -73,9 +73,8 @@ def train_main(argv: list[str] | None = None) -> int:
     if args.print_config:
         print(json.dumps(to_dict(config), indent=2))
         return 0
-    from leap_agents.training.trainer import LeapTrainer
-
     from leap_agents.training.step_estimate import estimate_step
+    from leap_agents.training.trainer import LeapTrainer
 
     trainer = LeapTrainer(config)
     print(estimate_step(trainer.policy, config, trainer.tasks[0]).describe(), flush=True)
@@ -144,7 +143,7 @@ def eval_main(argv: list[str] | None = None) -> int:
     import leap_gym
     from leap_agents.algorithms.dcp import DCPConfig
     from leap_agents.training.metrics import summarize
-    from leap_agents.training.rollout import RolloutConfig, RolloutEngine, RolloutBatch
+    from leap_agents.training.rollout import RolloutBatch, RolloutConfig, RolloutEngine
 
     tasks = leap_gym.load_tasks(args.tasks)
     if args.task_ids:
@@ -177,7 +176,8 @@ def eval_main(argv: list[str] | None = None) -> int:
                      "statuses": [[turn.status for turn in t.turns] for t in group]})
     overall = summarize(batch, args.max_turns)
     turn_cols = [f"pass_turn_{j}" for j in range(1, args.max_turns + 1)]
-    header = f"{'task':32s} {'pass@1':>7s} {'pass@k':>7s} " + " ".join(f"{'t<=' + c.rsplit('_', 1)[1]:>6s}" for c in turn_cols) + f" {'speedup':>8s}"
+    by_turn = " ".join(f"{'t<=' + c.rsplit('_', 1)[1]:>6s}" for c in turn_cols)
+    header = f"{'task':32s} {'pass@1':>7s} {'pass@k':>7s} {by_turn} {'speedup':>8s}"
     print(header)
     for r in rows + [{"task_id": "ALL", **overall}]:
         sp = r["mean_speedup"]

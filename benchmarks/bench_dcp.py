@@ -24,8 +24,8 @@ from typing import Any
 
 import leap_gym
 from leap_agents import DCPConfig
-from leap_agents.policies.base import Generation
 from leap_agents.algorithms.rewards import group_advantages
+from leap_agents.policies.base import Generation
 from leap_agents.training.rollout import RolloutConfig, RolloutEngine
 from leap_agents.training.trajectory import assign_rewards
 
@@ -111,11 +111,13 @@ def main() -> None:
     print(f"{'step':>4s} | {'turns off':>9s} {'on':>5s} | {'tokens off':>10s} {'on':>6s} | {'evals off':>9s} {'on':>5s} | "
           f"{'solve off':>9s} {'on':>5s} | {'signal grp off':>14s} {'on':>3s}")
     for i, (a, b) in enumerate(zip(off, on), 1):
-        print(f"{i:4d} | {a['turns']:9d} {b['turns']:5d} | {a['tokens']:10d} {b['tokens']:6d} | {a['evals']:9d} {b['evals']:5d} | "
+        print(f"{i:4d} | {a['turns']:9d} {b['turns']:5d} | {a['tokens']:10d} {b['tokens']:6d} | "
+              f"{a['evals']:9d} {b['evals']:5d} | "
               f"{a['solve']:9.3f} {b['solve']:5.3f} | {a['signal_groups']:14d} {b['signal_groups']:3d}")
     tot = {k: (sum(r[k] for r in off), sum(r[k] for r in on)) for k in ("turns", "tokens", "evals", "signal_groups", "wall")}
     n = len(off)
-    print(f"mean | {tot['turns'][0] / n:9.1f} {tot['turns'][1] / n:5.1f} | {tot['tokens'][0] / n:10.0f} {tot['tokens'][1] / n:6.0f} | "
+    print(f"mean | {tot['turns'][0] / n:9.1f} {tot['turns'][1] / n:5.1f} | "
+          f"{tot['tokens'][0] / n:10.0f} {tot['tokens'][1] / n:6.0f} | "
           f"{tot['evals'][0] / n:9.1f} {tot['evals'][1] / n:5.1f} | "
           f"{sum(r['solve'] for r in off) / n:9.3f} {sum(r['solve'] for r in on) / n:5.3f} | "
           f"{tot['signal_groups'][0] / n:14.1f} {tot['signal_groups'][1] / n:3.1f}")

@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs_tests"))
 
 import gymnasium as gym  # noqa: E402
+from fault_responses import HONEST, SENTINELS, fault_stream  # noqa: E402
 
 import leap_gym  # noqa: E402,F401  (registers the environment)
-from fault_responses import HONEST, SENTINELS, fault_stream  # noqa: E402
 from leap_gym.result import CORRECT, STATUSES  # noqa: E402
 
 

@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import torch
 
-from leap_agents.training.logprobs import response_logprobs
 from leap_agents.policies import HFPolicy, OpenAIPolicy, ScriptedPolicy, render_chat, turn_of
+from leap_agents.training.logprobs import response_logprobs
 
 
 def test_scripted_policy_replays_per_task_and_turn():
@@ -62,7 +62,8 @@ def test_hf_policy_generation_matches_forward_pass(tiny):
     greedy = policy.generate(histories[:1], temperature=0)
     assert greedy[0].token_ids == policy.generate(histories[:1], temperature=0)[0].token_ids
     scored = policy.score(histories[:1], ["```cuda\nint x;\n```"])
-    assert scored[0].off_policy and scored[0].token_ids[-1] == tok.eos_token_id and len(scored[0].logprobs) == len(scored[0].token_ids)
+    assert scored[0].off_policy and scored[0].token_ids[-1] == tok.eos_token_id
+    assert len(scored[0].logprobs) == len(scored[0].token_ids)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -4,8 +4,16 @@ import math
 
 import pytest
 
-from leap_agents import (DCPConfig, DifficultyTracker, dcp_decide, group_advantages, kevin_returns, rank_rewards,
-                         single_turn_rewards, solved_fraction)
+from leap_agents import (
+    DCPConfig,
+    DifficultyTracker,
+    dcp_decide,
+    group_advantages,
+    kevin_returns,
+    rank_rewards,
+    single_turn_rewards,
+    solved_fraction,
+)
 
 
 @pytest.mark.parametrize("first_solved, expected", [

@@ -15,8 +15,8 @@ import torch  # noqa: E402
 
 import leap_gym  # noqa: E402
 from leap_agents import DCPConfig, rank_rewards  # noqa: E402
-from leap_agents.training.tiny import build_tiny  # noqa: E402
 from leap_agents.integrations.trl import LeapRollout, leap_reward, make_grpo_trainer, solved_reward  # noqa: E402
+from leap_agents.training.tiny import build_tiny  # noqa: E402
 
 if "rollout_func" not in inspect.signature(trl.GRPOTrainer.__init__).parameters:
     pytest.skip(f"TRL {trl.__version__} has no GRPOTrainer rollout_func hook", allow_module_level=True)

@@ -368,7 +368,9 @@ def test_unsupported_features_name_themselves():
          "inline PTX"),
         (r'''#include <mma.h>
 using namespace nvcuda;
-extern "C" __global__ void k(float* x) { wmma::fragment<wmma::accumulator, 16, 16, 16, float> c; wmma::fill_fragment(c, 0.0f); }''',
+extern "C" __global__ void k(float* x) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c; wmma::fill_fragment(c, 0.0f);
+}''',
          "WMMA"),
     ]:
         with pytest.raises(KernelRuntimeError) as info:

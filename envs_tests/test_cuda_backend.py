@@ -17,9 +17,20 @@ import torch
 
 from leap_gym.backends import timing
 from leap_gym.backends.base import BackendUnavailable, KernelRuntimeError, get_backend
-from leap_gym.backends.cuda import (CudaBackend, achieved_bandwidth_gbps, driver_supports, error_info, error_name,
-                                    error_name_from_torch, format_error, pack_kernel_params, peak_bandwidth_gbps,
-                                    pick_arch, tensor_bytes, theoretical_occupancy)
+from leap_gym.backends.cuda import (
+    CudaBackend,
+    achieved_bandwidth_gbps,
+    driver_supports,
+    error_info,
+    error_name,
+    error_name_from_torch,
+    format_error,
+    pack_kernel_params,
+    peak_bandwidth_gbps,
+    pick_arch,
+    tensor_bytes,
+    theoretical_occupancy,
+)
 from leap_gym.evaluation.kernels import marshal_args, parse_kernel_signatures
 
 NO_GPU = not torch.cuda.is_available()

@@ -3,8 +3,8 @@
 import pytest
 
 from leap_gym.evaluation.feedback import estimate_tokens, render_feedback
-from leap_gym.result import Diagnostic, EvalResult, KernelResources, Mismatch, Timing
 from leap_gym.evaluation.rewards import binary_reward, get_reward_fn, speedup_reward, tiered_reward
+from leap_gym.result import Diagnostic, EvalResult, KernelResources, Mismatch, Timing
 
 
 def correct(speedup=None):

@@ -10,8 +10,7 @@ from leap_agents.training.mini.data import EOS, as_response, mini_tasks, referen
 from leap_agents.training.mini.judge import Judge
 from leap_agents.training.mini.model import MiniModelConfig, build_model, train_tokenizer, wrap_tokenizer
 from leap_agents.training.mini.policy import MiniPolicy
-from leap_agents.training.mini.rl import (ARMS, ArmConfig, ReferenceProbe, Traj, TurnRecord, assign_advantages,
-                                          train_arm)
+from leap_agents.training.mini.rl import ARMS, ArmConfig, ReferenceProbe, Traj, TurnRecord, assign_advantages, train_arm
 from leap_agents.training.mini.warmup import WarmupExample, sft
 
 pytest.importorskip("transformers")

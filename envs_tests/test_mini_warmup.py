@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from leap_agents.training.mini.data import (Split, as_response, brief_feedback, check_split, make_split, mini_tasks,
-                                   reference_cuda, render_prompt, task_header)
+from leap_agents.training.mini.data import (
+    Split,
+    as_response,
+    brief_feedback,
+    check_split,
+    make_split,
+    mini_tasks,
+    reference_cuda,
+    render_prompt,
+    task_header,
+)
 from leap_agents.training.mini.judge import Judge
 from leap_agents.training.mini.mutants import OPERATORS, mutants
 from leap_agents.training.mini.warmup import build_examples, tokenizer_corpus

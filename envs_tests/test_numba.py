@@ -12,10 +12,10 @@ import importlib
 import pytest
 
 import leap_gym
+from leap_gym.evaluation.parse import ParsedResponse
+from leap_gym.evaluation.pipeline import EvalJob
 from leap_gym.integrations import numba_examples as ne
 from leap_gym.integrations import numba_kernels as nk
-from leap_gym.evaluation.pipeline import EvalJob
-from leap_gym.evaluation.parse import ParsedResponse
 from leap_gym.result import COMPILED, CORRECT, FORMAT_ERROR, RUNTIME_ERROR, WRONG_OUTPUT
 from leap_gym.sandbox import SandboxLimits, WorkerPool
 from leap_gym.tasks import load_tasks

@@ -7,8 +7,14 @@ import textwrap
 import pytest
 
 from leap_gym.evaluation.parse import FormatError
-from leap_gym.evaluation.static_check import (ALLOWED_IMPORTS, FORBIDDEN_ATTRIBUTES, FORBIDDEN_NAMES, PYTHON_RULES,
-                                   check_python_block, find_violations)
+from leap_gym.evaluation.static_check import (
+    ALLOWED_IMPORTS,
+    FORBIDDEN_ATTRIBUTES,
+    FORBIDDEN_NAMES,
+    PYTHON_RULES,
+    check_python_block,
+    find_violations,
+)
 
 HEAD = "import torch\nimport torch.nn as nn\n\n"
 

@@ -2,9 +2,9 @@
 
 from gymnasium.envs.registration import register
 
-from leap_gym.integrations import vector as _vector  # noqa: F401  (shared-memory layout of SourceText for AsyncVectorEnv)
-from leap_gym.evaluation.pipeline import EvalConfig
 from leap_gym.evaluation.evaluator import Evaluator, evaluate
+from leap_gym.evaluation.pipeline import EvalConfig
+from leap_gym.integrations import vector as _vector  # noqa: F401  (shared-memory layout of SourceText for AsyncVectorEnv)
 from leap_gym.result import EvalResult
 from leap_gym.tasks import Task, load_tasks
 

@@ -37,9 +37,9 @@ from typing import Any
 import torch
 
 from leap_agents.algorithms.dcp import DCPConfig, DifficultyTracker
-from leap_agents.training.logprobs import response_logprobs
 from leap_agents.policies.base import Generation, History, turn_of
 from leap_agents.policies.hf import DEFAULT_CHAT_TEMPLATE, HFPolicy, render_chat
+from leap_agents.training.logprobs import response_logprobs
 from leap_agents.training.rollout import RolloutBatch, RolloutConfig, RolloutEngine
 from leap_agents.training.trajectory import assign_rewards
 

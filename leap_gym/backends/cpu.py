@@ -55,12 +55,34 @@ from pathlib import Path
 from typing import Any
 
 from leap_gym.backends.base import Availability, Backend, KernelRuntimeError
-from leap_gym.backends.cpu_checked import (ReplayArg, checked_worker_env, describe_memory_error,  # noqa: F401
-                                           libasan_path, locate_memory_error)
 from leap_gym.backends.cpu_build import (  # noqa: F401  (re-exported: part of this module's API)
-    COMMON_FLAGS, DEFAULT_SHARED_MEM, ERROR_KINDS, FAST_FLAGS, RUNTIME_DIR, SHIM_INCLUDE, SOURCE_NAME,
-    CpuRuntimeUnavailable, asan_loaded, build_module, cache_root, find_compiler, parse_kernel_names,
-    prepare_source, runtime_build, runtime_notes, static_shared_bytes, translation_unit, unsupported_features)
+    COMMON_FLAGS,
+    DEFAULT_SHARED_MEM,
+    ERROR_KINDS,
+    FAST_FLAGS,
+    RUNTIME_DIR,
+    SHIM_INCLUDE,
+    SOURCE_NAME,
+    CpuRuntimeUnavailable,
+    asan_loaded,
+    build_module,
+    cache_root,
+    find_compiler,
+    parse_kernel_names,
+    prepare_source,
+    runtime_build,
+    runtime_notes,
+    static_shared_bytes,
+    translation_unit,
+    unsupported_features,
+)
+from leap_gym.backends.cpu_checked import (  # noqa: F401
+    ReplayArg,
+    checked_worker_env,
+    describe_memory_error,
+    libasan_path,
+    locate_memory_error,
+)
 from leap_gym.evaluation.kernels import KernelSignature
 
 log = logging.getLogger(__name__)
@@ -300,7 +322,7 @@ class GuardedArgs:
 
     def locate_address(self, address: int) -> dict[str, Any] | None:
         """The argument and element an address of a faulting access falls in or next to."""
-        for lo, hi, members, (_, start, base, body) in self.clusters:
+        for lo, _hi, members, (_, start, base, body) in self.clusters:
             if start <= address < start + body + mmap.PAGESIZE:
                 offset = address - base  # byte offset from lo
                 return self._fault_at(lo, members, offset)

@@ -31,11 +31,19 @@ from typing import Any, Callable
 
 from leap_gym.backends.base import Availability, Backend, KernelRuntimeError
 from leap_gym.backends.cuda_driver import CudaCallError as _CudaCallError
-from leap_gym.backends.cuda_driver import call as _call, device_attribute, driver as _driver
-from leap_gym.backends.cuda_errors import (CUDA_ERRORS, CudaErrorInfo, error_info, error_name,  # noqa: F401
-                                           error_name_from_torch, format_error)
-from leap_gym.evaluation.kernels import KernelSignature, LaunchError
+from leap_gym.backends.cuda_driver import call as _call
+from leap_gym.backends.cuda_driver import device_attribute
+from leap_gym.backends.cuda_driver import driver as _driver
+from leap_gym.backends.cuda_errors import (  # noqa: F401
+    CUDA_ERRORS,
+    CudaErrorInfo,
+    error_info,
+    error_name,
+    error_name_from_torch,
+    format_error,
+)
 from leap_gym.backends.timing import TimingStats, time_gpu
+from leap_gym.evaluation.kernels import KernelSignature, LaunchError
 
 log = logging.getLogger(__name__)
 

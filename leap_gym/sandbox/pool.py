@@ -57,9 +57,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from leap_gym.sandbox.host import (ReplyTooBig, ReplyUnpickler, TransportTimeout, UidLease, Worker, clear_dir,
-                                    exit_text, has_strays, needed_paths, recv, send, share_with_group, split_code,
-                                    unreachable_ancestor, device_groups, remove_stale_bases)
+from leap_gym.sandbox.host import (
+    ReplyTooBig,
+    ReplyUnpickler,
+    TransportTimeout,
+    UidLease,
+    Worker,
+    clear_dir,
+    device_groups,
+    exit_text,
+    has_strays,
+    needed_paths,
+    recv,
+    remove_stale_bases,
+    send,
+    share_with_group,
+    split_code,
+    unreachable_ancestor,
+)
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Response parsing: the model's whole answer text to one ``cuda`` block and one ``python`` block.
 
-The format (DESIGN.md, "The action"): one fenced ```cuda block holding ``extern "C" __global__``
+The format (docs/environment/response-format.md): one fenced ```cuda block holding ``extern "C" __global__``
 kernels and any ``__device__`` helpers, and one fenced ```python block defining
 ``class ModelNew(nn.Module)``. A task that ships a default wrapper accepts the ```cuda block alone
 (the short form). Text outside the blocks is ignored.

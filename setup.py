@@ -38,7 +38,8 @@ setup(
         "numba": ["numba>=0.60"],
         "report": ["playwright>=1.40"],
         "notebooks": ["nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29", "matplotlib>=3.8"],
-        "dev": ["pytest>=8", "hypothesis>=6.100", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29", "ruff~=0.17.0"],
+        "dev": ["pytest>=8", "hypothesis>=6.100", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29",
+                "ruff~=0.17.0"],
         # the documentation site: mkdocs build --strict (offline: no fonts, no CDN at build time)
         "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26", "mkdocs-jupyter>=0.25"],
     },

@@ -45,7 +45,8 @@ def train_main(argv: list[str] | None = None) -> int:
         return mini_main([])
     parser = argparse.ArgumentParser(
         prog="leap-train", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Train an LLM policy on the LEAP gym. Without arguments: LEAP-mini (python -m leap_agents.training.mini), "
+        description="Train an LLM policy on the LEAP gym. Without arguments: LEAP-mini "
+                    "(python -m leap_agents.training.mini), "
                     "a shortened LEAP training of a small policy built here, on the CPU. With arguments, "
                     f"the '{DEFAULT_PRESET}' preset unless --preset or --config says otherwise. Any config key can "
                     "be overridden with --key value or --set key=value.",
@@ -119,7 +120,8 @@ def eval_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="leap-eval", description="Evaluate a policy on a task suite.")
     parser.add_argument("--model", help="local model folder / hub id / installed model name (smollm2-135m-instruct; "
                                         "'tiny': a random tiny model), or the served model name with --base-url")
-    parser.add_argument("--adapter", help="LoRA adapter: a peft folder, or 'warmup' (the LoRA warm-up of a named model)")
+    parser.add_argument("--adapter",
+                        help="LoRA adapter: a peft folder, or 'warmup' (the LoRA warm-up of a named model)")
     parser.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
     parser.add_argument("--reference", action="store_true", help="replay each task's reference solution (sanity check)")
     parser.add_argument("--tasks", default="builtin", help="'builtin' or a KernelBench folder")
@@ -164,7 +166,8 @@ def eval_main(argv: list[str] | None = None) -> int:
         tasks = [t for t in tasks if t.id in chosen]
     policy = _build_eval_policy(args, tasks)
     config = RolloutConfig(group_size=args.samples, max_turns=args.max_turns, temperature=args.temperature,
-                           max_new_tokens=args.max_new_tokens, eval_workers=args.workers, progress_bar=not args.no_progress)
+                           max_new_tokens=args.max_new_tokens, eval_workers=args.workers,
+                           progress_bar=not args.no_progress)
     engine = RolloutEngine(policy, tasks, backend=args.backend, config=config, dcp=DCPConfig(enabled=args.dcp))
     batch = engine.run([t.id for t in tasks], seed=args.seed, desc="leap-eval")
     rows = []

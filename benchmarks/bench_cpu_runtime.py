@@ -168,7 +168,8 @@ def main() -> None:
           f"vadd {leap['vadd'] * 1e3:.2f} ms, block_sum {leap['block_sum'] * 1e3:.2f} ms (median of 5)")
     if not args.skip_numba:
         sim = bench_numba(args.n)
-        print(f"numba CUDA simulator:              vadd {sim['vadd']:.2f} s, block_sum {sim['block_sum']:.2f} s (one run)")
+        print(f"numba CUDA simulator:              vadd {sim['vadd']:.2f} s, "
+              f"block_sum {sim['block_sum']:.2f} s (one run)")
         for k in ("vadd", "block_sum"):
             print(f"  {k}: LEAP runtime is {sim[k] / leap[k]:,.0f}x faster")
     if args.tasks:

@@ -108,7 +108,8 @@ def main() -> int:
     args = parser.parse_args()
     report = storm(args.count, args.workers, args.timeout)
     print(f"faulty responses answered: {report['count']} of {args.count} in {report['wall_s']:.1f} s "
-          f"({report['wall_s'] / max(report['count'], 1):.2f} s per response, slowest call {report['slowest_s']:.1f} s)")
+          f"({report['wall_s'] / max(report['count'], 1):.2f} s per response, "
+          f"slowest call {report['slowest_s']:.1f} s)")
     print("per status: " + ", ".join(f"{k}={v}" for k, v in sorted(report["statuses"].items())))
     for kind, counts in sorted(report["by_kind"].items()):
         print(f"  {kind:16s} " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))

@@ -36,7 +36,8 @@ def main() -> int:
             StrictEvaluator(backend="cpu", workers=1, timeout_s=60) as strict:
         attacks = {c["name"]: (strict if "strict" in c["options"] else normal).submit(
             tasks[c["task"]], (CORPUS / f"{c['name']}.md").read_text()) for c in CASES}
-        honest = {(t.id, i): normal.submit(t, sol) for t in tasks.values() for i, sol in enumerate(t.reference_solutions)}
+        honest = {(t.id, i): normal.submit(t, sol)
+                  for t in tasks.values() for i, sol in enumerate(t.reference_solutions)}
         caught = 0
         for case in CASES:
             r = attacks[case["name"]].result()

@@ -176,8 +176,8 @@ def run(args: argparse.Namespace) -> dict:
             with Judge(backend, workers=args.workers) as judge:
                 judge([(train[0], "```cuda\n" + "// warm the worker\n```")])  # start workers off the clock
                 if args.runs_dir:
-                    with RunRecorder(Path(args.runs_dir) / f"{arm}-seed{seed}", ARM_LABELS[arm], arm, "leap_vs_baselines",
-                                     cfg.max_turns, cfg.group_size, asdict(cfg)) as rec:
+                    with RunRecorder(Path(args.runs_dir) / f"{arm}-seed{seed}", ARM_LABELS[arm], arm,
+                                     "leap_vs_baselines", cfg.max_turns, cfg.group_size, asdict(cfg)) as rec:
                         history = train_arm(policy, train, cfg, judge, on_step=mini_step_hook(rec, arm, cfg.gamma))
                 else:
                     history = train_arm(policy, train, cfg, judge)
@@ -246,7 +246,8 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
             "self_correction_before": self_correction(initial["train"]),
             "self_correction_after": statistics.fmean(self_correction(r["final"]["train"]) for r in rs),
             "held_out_pass_at_1_before": initial["held_out"]["pass_at_1"],
-            "held_out_pass_at_1": statistics.fmean(held), "held_out_spread": statistics.pstdev(held) if len(held) > 1 else 0,
+            "held_out_pass_at_1": statistics.fmean(held),
+            "held_out_spread": statistics.pstdev(held) if len(held) > 1 else 0,
             "held_out_pass_by_turn_before": initial["held_out"]["pass_by_turn"],
             "held_out_pass_by_turn": mean_by_turn("held_out"),
             "wall_s": statistics.fmean(walls), "wall_s_per_seed": walls, "wall_split_s": split, "turns": turns,
@@ -293,7 +294,8 @@ def print_summary(result: dict) -> None:
           f"{' '.join(f'{x:.2f}' for x in ini['train']['pass_by_turn'])}; held-out {ini['held_out']['pass_at_1']:.3f} "
           f"by turn {' '.join(f'{x:.2f}' for x in ini['held_out']['pass_by_turn'])} "
           f"({result['args']['eval_samples']} samples per task)")
-    print(f"{'arm':<12} {'rollout p@1':>12} {'train p@1 before->after (sd)':>29} {'by turn after':>22} {'self-corr':>9} "
+    print(f"{'arm':<12} {'rollout p@1':>12} {'train p@1 before->after (sd)':>29} {'by turn after':>22} "
+          f"{'self-corr':>9} "
           f"{'held-out':>9} {'wall s':>7} {'gen s':>6} {'eval s':>7} {'upd s':>6} {'turns':>6}")
     for arm, a in s["arms"].items():
         w = a["wall_split_s"]
@@ -334,7 +336,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--lr", type=float, default=ArmConfig().lr)
     p.add_argument("--epochs", type=int, default=ArmConfig().epochs, help="PPO inner epochs per batch")
     p.add_argument("--kl-coef", type=float, default=ArmConfig().kl_coef, help="KL penalty to the start policy")
-    p.add_argument("--easy-threshold", type=float, default=ArmConfig().easy_threshold, help="DCP's easy group pass rate")
+    p.add_argument("--easy-threshold", type=float, default=ArmConfig().easy_threshold,
+                   help="DCP's easy group pass rate")
     p.add_argument("--temperature", type=float, default=ArmConfig().temperature,
                    help="sampling temperature (training and evaluation)")
     p.add_argument("--sft-steps", type=int, default=WarmupConfig().sft_steps)
@@ -343,7 +346,8 @@ def main(argv: list[str] | None = None) -> None:
                         "(16 x 19 tasks: a standard error near 0.03 per seed)")
     p.add_argument("--window", type=int, default=3, help="steps in the pass@1 smoothing window")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (more than 1 is far slower on a loaded 2-core box)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads (more than 1 is far slower on a loaded 2-core box)")
     p.add_argument("--backend", default=None, help="cpu (default where available) or compile-only")
     p.add_argument("--arms", nargs="+", default=["leap", "multi_turn", "single_turn"], choices=ARMS,
                    help="run order of seed 0, reversed on odd seeds: the arms of a seed run back to back, so "

@@ -22,7 +22,8 @@ def test_the_readme_is_short_and_starts_with_the_two_commands():
     first = re.search(r"^```(\w*)\n(.*?)^```$", README, flags=re.S | re.M)
     assert first.group(1) == "bash"
     commands = [line.split("#")[0].strip() for line in first.group(2).splitlines()]
-    assert commands == ['pip install torch==2.13.0 && pip install -e ".[train,dev]" && leap-train', "python -m pytest -q"]
+    install = 'pip install torch==2.13.0 && pip install -e ".[train,dev]" && leap-train'
+    assert commands == [install, "python -m pytest -q"]
 
 
 def test_the_readme_quick_start_is_the_docs_snippet_and_prints_what_it_shows(tmp_path):

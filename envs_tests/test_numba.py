@@ -32,7 +32,8 @@ def _task(task_id: str):
 
 @pytest.fixture(scope="module")
 def pool():
-    with WorkerPool(size=1, limits=SandboxLimits(wall_time_s=60), preload=["torch", "leap_gym.evaluation.languages"]) as p:
+    with WorkerPool(size=1, limits=SandboxLimits(wall_time_s=60),
+                    preload=["torch", "leap_gym.evaluation.languages"]) as p:
         yield p
 
 

@@ -197,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="cpu")
     p.set_defaults(fn=cmd_demo)
     p = sub.add_parser("report", help="a self-contained HTML report of a training run, or of two side by side")
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folder(s) written by leap-train: RUN_DIR [OTHER_RUN_DIR]")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                   help="run folder(s) written by leap-train: RUN_DIR [OTHER_RUN_DIR]")
     p.add_argument("-o", "--output", default="report.html", help="the HTML file to write")
     p.set_defaults(fn=cmd_report)
     return parser

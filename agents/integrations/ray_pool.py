@@ -151,9 +151,10 @@ class RayEvaluator:
             configs = ray.get([a.config.remote() for a in self.actors], timeout=restart_timeout_s)
         except ray.exceptions.GetTimeoutError as exc:
             self.close()
-            raise TimeoutError(f"{num_actors} evaluation actors ({gpus_per_actor} GPU, {cpus_per_actor} CPU each) did not "
-                               f"start within {restart_timeout_s:g} s: the cluster lacks the resources for them; pass "
-                               "fewer num_actors, smaller cpus_per_actor/gpus_per_actor, or a longer restart_timeout_s") from exc
+            raise TimeoutError(f"{num_actors} evaluation actors ({gpus_per_actor} GPU, {cpus_per_actor} CPU each) "
+                               f"did not start within {restart_timeout_s:g} s: the cluster lacks the resources for "
+                               "them; pass fewer num_actors, smaller cpus_per_actor/gpus_per_actor, or a longer "
+                               "restart_timeout_s") from exc
         except Exception:
             self.close()
             raise

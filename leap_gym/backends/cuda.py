@@ -355,7 +355,8 @@ class CudaBackend(Backend):
         except Exception as exc:
             return Availability(False, f"NVRTC is unavailable: {exc}")
         if not driver_supports(int(version), nvrtc_major):
-            return Availability(False, f"the NVIDIA driver supports CUDA {int(version) // 1000}.{int(version) % 1000 // 10}"
+            cuda_version = f"{int(version) // 1000}.{int(version) % 1000 // 10}"
+            return Availability(False, f"the NVIDIA driver supports CUDA {cuda_version}"
                                        f" but NVRTC {nvrtc_major} makes CUBINs that need a {nvrtc_major}.x driver: "
                                        f"update the driver or install nvidia-cuda-nvrtc matching it")
         import torch

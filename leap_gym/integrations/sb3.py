@@ -484,5 +484,5 @@ def success_rate(env: CandidateChoiceEnv, policy: Callable[[np.ndarray], int], e
     return solved / episodes
 
 
-__all__ = ["Candidate", "CandidateChoiceEnv", "CachingEvaluator", "EvalCache", "FeatureSpec", "LEVELS", "TAG_VOCAB", "cacheable",
-           "make_candidate_env", "make_candidates", "result_features", "success_rate", "task_features"]
+__all__ = ["Candidate", "CandidateChoiceEnv", "CachingEvaluator", "EvalCache", "FeatureSpec", "LEVELS", "TAG_VOCAB",
+           "cacheable", "make_candidate_env", "make_candidates", "result_features", "success_rate", "task_features"]

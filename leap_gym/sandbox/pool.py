@@ -393,7 +393,8 @@ class WorkerPool:
         from_r, from_w = os.pipe()
         lim = self.limits
         cfg = {
-            "worker_file": str(_WORKER_FILE), "fd_in": to_r, "fd_out": from_w, "sys_path": [p or os.getcwd() for p in sys.path],
+            "worker_file": str(_WORKER_FILE), "fd_in": to_r, "fd_out": from_w,
+            "sys_path": [p or os.getcwd() for p in sys.path],
             "preload": self.preload, "workdir": workdir, "expose": self._expose, "writable_dirs": self.writable_dirs,
             "isolate_network": self.isolate_network, "read_only_fs": self.read_only_fs,
             "isolate_processes": self.isolate_processes,

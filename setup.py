@@ -8,6 +8,7 @@ setup(
     description="A Gymnasium environment where LLMs write and debug CUDA kernels, and the LEAP agent that trains them",
     long_description=Path("README.md").read_text(),
     long_description_content_type="text/markdown",
+    license="MIT",
     python_requires=">=3.11",
     packages=find_packages(include=["leap_gym", "leap_gym.*"]) + ["leap_agents"]
     + [f"leap_agents.{p}" for p in find_packages(where="agents")],
@@ -38,7 +39,10 @@ setup(
         "triton": ["triton>=3.9"],  # Triton kernels as a kernel language (on cpu through Triton's interpreter)
         "report": ["playwright>=1.40"],
         "notebooks": ["nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29", "matplotlib>=3.8"],
-        "dev": ["pytest>=8", "hypothesis>=6.100", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29"],
+        "dev": ["pytest>=8", "hypothesis>=6.100", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29",
+                "ruff~=0.17.0"],
+        # the documentation site: mkdocs build --strict (offline: no fonts, no CDN at build time)
+        "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26", "mkdocs-jupyter>=0.25"],
     },
     entry_points={
         "console_scripts": [

@@ -190,7 +190,8 @@ def eval_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="leap-eval", description="Evaluate a policy on a task suite.")
     parser.add_argument("--model", help="local model folder / hub id / installed model name (smollm2-135m-instruct; "
                                         "'tiny': a random tiny model), or the served model name with --base-url")
-    parser.add_argument("--adapter", help="LoRA adapter: a peft folder, or 'warmup' (the LoRA warm-up of a named model)")
+    parser.add_argument("--adapter",
+                        help="LoRA adapter: a peft folder, or 'warmup' (the LoRA warm-up of a named model)")
     parser.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
     parser.add_argument("--reference", action="store_true", help="replay each task's reference solution (sanity check)")
     parser.add_argument("--tasks", default="builtin", help="'builtin' or a KernelBench folder")
@@ -217,7 +218,7 @@ def eval_main(argv: list[str] | None = None) -> int:
     import leap_gym
     from leap_agents.algorithms.dcp import DCPConfig
     from leap_agents.training.metrics import summarize
-    from leap_agents.training.rollout import RolloutConfig, RolloutEngine, RolloutBatch
+    from leap_agents.training.rollout import RolloutBatch, RolloutConfig, RolloutEngine
 
     max_numel = args.max_numel
     if max_numel is None and args.tasks != "builtin" and args.backend == "cpu":
@@ -241,7 +242,8 @@ def eval_main(argv: list[str] | None = None) -> int:
         tasks = [t for t in tasks if t.id in chosen]
     policy = _build_eval_policy(args, tasks)
     config = RolloutConfig(group_size=args.samples, max_turns=args.max_turns, temperature=args.temperature,
-                           max_new_tokens=args.max_new_tokens, eval_workers=args.workers, progress_bar=not args.no_progress)
+                           max_new_tokens=args.max_new_tokens, eval_workers=args.workers,
+                           progress_bar=not args.no_progress)
     engine = RolloutEngine(policy, tasks, backend=args.backend, config=config, dcp=DCPConfig(enabled=args.dcp))
     batch = engine.run([t.id for t in tasks], seed=args.seed, desc="leap-eval")
     rows = []
@@ -253,7 +255,8 @@ def eval_main(argv: list[str] | None = None) -> int:
                      "statuses": [[turn.status for turn in t.turns] for t in group]})
     overall = summarize(batch, args.max_turns)
     turn_cols = [f"pass_turn_{j}" for j in range(1, args.max_turns + 1)]
-    header = f"{'task':32s} {'pass@1':>7s} {'pass@k':>7s} " + " ".join(f"{'t<=' + c.rsplit('_', 1)[1]:>6s}" for c in turn_cols) + f" {'speedup':>8s}"
+    by_turn = " ".join(f"{'t<=' + c.rsplit('_', 1)[1]:>6s}" for c in turn_cols)
+    header = f"{'task':32s} {'pass@1':>7s} {'pass@k':>7s} {by_turn} {'speedup':>8s}"
     print(header)
     for r in rows + [{"task_id": "ALL", **overall}]:
         sp = r["mean_speedup"]

@@ -18,11 +18,16 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Any
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # before numba is imported anywhere
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+
+# Numba's module and float32, set by bench_numba: its CUDA simulator patches the kernels' *global* `cuda`.
+cuda: Any = None
+float32: Any = None
 
 CUDA_SOURCE = r'''
 extern "C" __global__ void vadd(const float* a, const float* b, float* c, int n) {
@@ -122,8 +127,8 @@ def bench_numba(n: int) -> dict[str, float]:
 
 def bench_tasks() -> None:
     import leap_gym
-    from leap_gym.evaluation.pipeline import EvalJob
     from leap_gym.evaluation.languages import prepare, run_job
+    from leap_gym.evaluation.pipeline import EvalJob
 
     def run_all(label: str) -> list[float]:
         times = []
@@ -163,7 +168,8 @@ def main() -> None:
           f"vadd {leap['vadd'] * 1e3:.2f} ms, block_sum {leap['block_sum'] * 1e3:.2f} ms (median of 5)")
     if not args.skip_numba:
         sim = bench_numba(args.n)
-        print(f"numba CUDA simulator:              vadd {sim['vadd']:.2f} s, block_sum {sim['block_sum']:.2f} s (one run)")
+        print(f"numba CUDA simulator:              vadd {sim['vadd']:.2f} s, "
+              f"block_sum {sim['block_sum']:.2f} s (one run)")
         for k in ("vadd", "block_sum"):
             print(f"  {k}: LEAP runtime is {sim[k] / leap[k]:,.0f}x faster")
     if args.tasks:

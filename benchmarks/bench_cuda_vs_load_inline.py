@@ -10,10 +10,10 @@ folder.
 Parts, each skipped with the reason when this machine cannot run it:
 
 1. compile side: NVRTC ``compile_cuda`` (and a KernelBench-style answer converted to the native
-   format by ``leap_gym.kernelbench``, then NVRTC: the ``cpu`` backend's path) against ``load_inline`` with ``cuda_sources`` (needs a CUDA
-   build of torch and nvcc); with a CPU-only torch, which refuses CUDA sources, against
-   ``load_inline`` of the equivalent C++ CPU extension (the same host-side build of
-   ``torch/extension.h`` and pybind11 bindings, minus nvcc's device pass), and, where nvcc is
+   format by ``leap_gym.kernelbench``, then NVRTC: the ``cpu`` backend's path) against ``load_inline``
+   with ``cuda_sources`` (needs a CUDA build of torch and nvcc); with a CPU-only torch, which refuses
+   CUDA sources, against ``load_inline`` of the equivalent C++ CPU extension (the same host-side build
+   of ``torch/extension.h`` and pybind11 bindings, minus nvcc's device pass), and, where nvcc is
    found, ``nvcc -cubin`` of the bare kernel;
 2. launch side (needs a GPU): compile + ``CudaBackend.load`` + launch + synchronise, against
    ``load_inline`` build + import + launch + synchronise.

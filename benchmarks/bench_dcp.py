@@ -24,8 +24,8 @@ from typing import Any
 
 import leap_gym
 from leap_agents import DCPConfig
-from leap_agents.policies.base import Generation
 from leap_agents.algorithms.rewards import group_advantages
+from leap_agents.policies.base import Generation
 from leap_agents.training.rollout import RolloutConfig, RolloutEngine
 from leap_agents.training.trajectory import assign_rewards
 
@@ -57,7 +57,8 @@ class SimulatedPolicy:
             p = self.pass_rates[info["task_id"]]
             k = info["turn"]
             p_k = 0.0 if p == 0 else 1 - (1 - p) * (1 - self.gain) ** (k - 1)
-            draw = random.Random(f"{self.seed}/{self.step}/{info['task_id']}/{info['group']}/{info['index']}/{k}").random()
+            key = f"{self.seed}/{self.step}/{info['task_id']}/{info['group']}/{info['index']}/{k}"
+            draw = random.Random(key).random()
             text = self.refs[info["task_id"]] if draw < p_k else (BROKEN if p > 0 else NO_CODE)
             out.append(Generation(text=text, token_ids=list(range(max(1, len(text) // 4))), off_policy=True))
         return out
@@ -107,20 +108,26 @@ def main() -> None:
     off = run_arm(False, args, tasks)
     on = run_arm(True, args, tasks)
     print(f"{len(tasks)} tasks (turn-1 pass rates {sorted(set(PASS_RATES.values()))}), {args.tasks_per_step} per step, "
-          f"G={args.group_size}, max_turns={args.max_turns}, easy_threshold={args.easy_threshold}, backend compile-only")
-    print(f"{'step':>4s} | {'turns off':>9s} {'on':>5s} | {'tokens off':>10s} {'on':>6s} | {'evals off':>9s} {'on':>5s} | "
+          f"G={args.group_size}, max_turns={args.max_turns}, easy_threshold={args.easy_threshold}, "
+          "backend compile-only")
+    print(f"{'step':>4s} | {'turns off':>9s} {'on':>5s} | {'tokens off':>10s} {'on':>6s} | "
+          f"{'evals off':>9s} {'on':>5s} | "
           f"{'solve off':>9s} {'on':>5s} | {'signal grp off':>14s} {'on':>3s}")
     for i, (a, b) in enumerate(zip(off, on), 1):
-        print(f"{i:4d} | {a['turns']:9d} {b['turns']:5d} | {a['tokens']:10d} {b['tokens']:6d} | {a['evals']:9d} {b['evals']:5d} | "
+        print(f"{i:4d} | {a['turns']:9d} {b['turns']:5d} | {a['tokens']:10d} {b['tokens']:6d} | "
+              f"{a['evals']:9d} {b['evals']:5d} | "
               f"{a['solve']:9.3f} {b['solve']:5.3f} | {a['signal_groups']:14d} {b['signal_groups']:3d}")
-    tot = {k: (sum(r[k] for r in off), sum(r[k] for r in on)) for k in ("turns", "tokens", "evals", "signal_groups", "wall")}
+    keys = ("turns", "tokens", "evals", "signal_groups", "wall")
+    tot = {k: (sum(r[k] for r in off), sum(r[k] for r in on)) for k in keys}
     n = len(off)
-    print(f"mean | {tot['turns'][0] / n:9.1f} {tot['turns'][1] / n:5.1f} | {tot['tokens'][0] / n:10.0f} {tot['tokens'][1] / n:6.0f} | "
+    print(f"mean | {tot['turns'][0] / n:9.1f} {tot['turns'][1] / n:5.1f} | "
+          f"{tot['tokens'][0] / n:10.0f} {tot['tokens'][1] / n:6.0f} | "
           f"{tot['evals'][0] / n:9.1f} {tot['evals'][1] / n:5.1f} | "
           f"{sum(r['solve'] for r in off) / n:9.3f} {sum(r['solve'] for r in on) / n:5.3f} | "
           f"{tot['signal_groups'][0] / n:14.1f} {tot['signal_groups'][1] / n:3.1f}")
-    print(f"ratio off/on: turns {tot['turns'][0] / tot['turns'][1]:.2f}x, tokens {tot['tokens'][0] / tot['tokens'][1]:.2f}x, "
-          f"evaluations {tot['evals'][0] / tot['evals'][1]:.2f}x, rollout wall-clock {tot['wall'][0] / tot['wall'][1]:.2f}x; "
+    print(f"ratio off/on: turns {tot['turns'][0] / tot['turns'][1]:.2f}x, "
+          f"tokens {tot['tokens'][0] / tot['tokens'][1]:.2f}x, evaluations {tot['evals'][0] / tot['evals'][1]:.2f}x, "
+          f"rollout wall-clock {tot['wall'][0] / tot['wall'][1]:.2f}x; "
           f"groups with a learning signal: {tot['signal_groups'][1]} on vs {tot['signal_groups'][0]} off")
 
 

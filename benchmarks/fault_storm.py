@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs_tests"))
 
 import gymnasium as gym  # noqa: E402
+from fault_responses import HONEST, SENTINELS, fault_stream  # noqa: E402
 
 import leap_gym  # noqa: E402,F401  (registers the environment)
-from fault_responses import HONEST, SENTINELS, fault_stream  # noqa: E402
 from leap_gym.result import CORRECT, STATUSES  # noqa: E402
 
 
@@ -108,7 +108,8 @@ def main() -> int:
     args = parser.parse_args()
     report = storm(args.count, args.workers, args.timeout)
     print(f"faulty responses answered: {report['count']} of {args.count} in {report['wall_s']:.1f} s "
-          f"({report['wall_s'] / max(report['count'], 1):.2f} s per response, slowest call {report['slowest_s']:.1f} s)")
+          f"({report['wall_s'] / max(report['count'], 1):.2f} s per response, "
+          f"slowest call {report['slowest_s']:.1f} s)")
     print("per status: " + ", ".join(f"{k}={v}" for k, v in sorted(report["statuses"].items())))
     for kind, counts in sorted(report["by_kind"].items()):
         print(f"  {kind:16s} " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))

@@ -19,10 +19,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "envs_tests"))
 
+from test_hostile import CASES, CORPUS  # noqa: E402
+
 import leap_gym  # noqa: E402
 from leap_gym.evaluation.evaluator import Evaluator  # noqa: E402
 from leap_gym.result import CORRECT  # noqa: E402
-from test_hostile import CASES, CORPUS  # noqa: E402
 
 
 def main() -> int:

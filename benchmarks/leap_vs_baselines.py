@@ -36,8 +36,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import logging
+import math
 import os
 import statistics
 import sys
@@ -243,7 +243,9 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
                 for k, v in h.items():
                     if k.startswith("stop_") and v:
                         decisions[k[5:]] = decisions.get(k[5:], 0) + v
-        mean_by_turn = lambda part: [statistics.fmean(x) for x in zip(*[r["final"][part]["pass_by_turn"] for r in rs])]
+        def mean_by_turn(part: str, rs: list[dict] = rs) -> list[float]:
+            return [statistics.fmean(x) for x in zip(*[r["final"][part]["pass_by_turn"] for r in rs])]
+
         out["arms"][arm] = {
             "first_pass_at_1_smoothed": rollout_curves[arm]["pass_at_1"][0],
             "final_pass_at_1_smoothed": rollout_curves[arm]["pass_at_1"][-1],
@@ -274,8 +276,11 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
         out["multi_turn_time_to_target_s"] = t_base
         out["leap_time_to_target_s"] = t_leap
         out["speedup_leap_vs_multi_turn"] = (t_base / t_leap) if (t_base and t_leap) else None
-        by_seed = lambda arm: sorted(runs[arm], key=lambda r: r["seed"])
-        per_seed = [seed_speedup(b, l, initial["reference_p"]) for b, l in zip(by_seed("multi_turn"), by_seed("leap"))]
+        def by_seed(arm: str) -> list:
+            return sorted(runs[arm], key=lambda r: r["seed"])
+
+        per_seed = [seed_speedup(base, leap, initial["reference_p"])
+                    for base, leap in zip(by_seed("multi_turn"), by_seed("leap"))]
         out["speedup_per_seed"] = per_seed
         # Did the baseline learn? Judged on every training task, eval samples per task, before and after.
         before, after = base["train_pass_at_1_before"], base["train_pass_at_1_after"]

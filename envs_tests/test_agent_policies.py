@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import torch
 
-from leap_agents.training.logprobs import response_logprobs
 from leap_agents.policies import HFPolicy, OpenAIPolicy, ScriptedPolicy, render_chat, turn_of
+from leap_agents.training.logprobs import response_logprobs
 
 
 def test_scripted_policy_replays_per_task_and_turn():
@@ -44,7 +44,8 @@ def test_hf_policy_generation_matches_forward_pass(tiny):
     model, tok = tiny
     policy = HFPolicy(model, tok, max_new_tokens=12, batch_size=2)
     histories = [[{"role": "user", "content": "write relu"}],
-                 [{"role": "system", "content": "You are an expert."}, {"role": "user", "content": "a much longer prompt " * 3}],
+                 [{"role": "system", "content": "You are an expert."},
+                  {"role": "user", "content": "a much longer prompt " * 3}],
                  [{"role": "user", "content": "x"}]]
     gens = policy.generate(histories, temperature=0.8, seed=1)
     assert len(gens) == 3
@@ -53,7 +54,8 @@ def test_hf_policy_generation_matches_forward_pass(tiny):
         assert g.finish_reason in ("stop", "length") and all(lp <= 0 for lp in g.logprobs)
         assert g.prompt_token_ids == policy.encode_prompt(histories[gens.index(g)])
     # left-padded batched sampling agrees with an unpadded forward pass at the same temperature
-    lps = response_logprobs(model, [g.prompt_token_ids for g in gens], [g.token_ids for g in gens], tok.pad_token_id, 0.8)
+    lps = response_logprobs(model, [g.prompt_token_ids for g in gens], [g.token_ids for g in gens], tok.pad_token_id,
+                            0.8)
     for g, lp in zip(gens, lps):
         assert torch.allclose(lp, torch.tensor(g.logprobs), atol=1e-4)
     # seeded sampling is reproducible; greedy is deterministic
@@ -62,7 +64,8 @@ def test_hf_policy_generation_matches_forward_pass(tiny):
     greedy = policy.generate(histories[:1], temperature=0)
     assert greedy[0].token_ids == policy.generate(histories[:1], temperature=0)[0].token_ids
     scored = policy.score(histories[:1], ["```cuda\nint x;\n```"])
-    assert scored[0].off_policy and scored[0].token_ids[-1] == tok.eos_token_id and len(scored[0].logprobs) == len(scored[0].token_ids)
+    assert scored[0].off_policy and scored[0].token_ids[-1] == tok.eos_token_id
+    assert len(scored[0].logprobs) == len(scored[0].token_ids)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -80,7 +83,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         last = body["messages"][-1]["content"]
         reply = {"choices": [{"message": {"role": "assistant", "content": f"echo:{last}"}, "finish_reason": "stop",
-                              "logprobs": {"content": [{"token": "e", "logprob": -0.5}, {"token": "o", "logprob": -0.25}]}}]}
+                              "logprobs": {"content": [{"token": "e", "logprob": -0.5},
+                                                       {"token": "o", "logprob": -0.25}]}}]}
         data = json.dumps(reply).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -109,7 +113,8 @@ def test_openai_policy_against_loopback_server():
         with pytest.raises(RuntimeError, match="HTTP 503"):
             OpenAIPolicy(url, "m", max_retries=2, backoff_s=0.01).generate(histories[:1])
         with pytest.raises(RuntimeError, match="base_url"):
-            OpenAIPolicy("http://127.0.0.1:9/v1", "m", max_retries=1, backoff_s=0.01, timeout_s=2).generate(histories[:1])
+            unreachable = OpenAIPolicy("http://127.0.0.1:9/v1", "m", max_retries=1, backoff_s=0.01, timeout_s=2)
+            unreachable.generate(histories[:1])
     finally:
         server.shutdown()
 

@@ -80,7 +80,8 @@ class TestCompileOnly:
         assert info["result"].status == "COMPILE_ERROR" and info["backend"] == "compile-only"
         assert env.unwrapped.evaluator is pool
 
-        policy = ScriptedPolicy({"level1/relu": {0: [relu.reference_solutions[0]], 1: [BAD_CUDA, relu.reference_solutions[0]]},
+        policy = ScriptedPolicy({"level1/relu": {0: [relu.reference_solutions[0]],
+                                                 1: [BAD_CUDA, relu.reference_solutions[0]]},
                                  "level1/add": ["no code"]})
         engine = RolloutEngine(policy, tasks, backend="compile-only", env_kwargs={"evaluator": pool},
                                config=RolloutConfig(group_size=2, max_turns=2, eval_workers=pool.capacity,

@@ -23,7 +23,8 @@ ARGS = ["--preset", "smoke", "--backend", "compile-only", "--rollout.group_size"
 
 
 def test_config_yaml_and_overrides(tmp_path):
-    cfg = load_config(preset="smoke", overrides=[("optim.lr", "3e-5"), ("dcp.enabled", "false"), ("task_ids", "level1/relu,level1/add")])
+    cfg = load_config(preset="smoke", overrides=[("optim.lr", "3e-5"), ("dcp.enabled", "false"),
+                                                 ("task_ids", "level1/relu,level1/add")])
     assert cfg.optim.lr == 3e-5 and cfg.dcp.enabled is False and cfg.task_ids == ["level1/relu", "level1/add"]
     assert cfg.model.path == "tiny" and cfg.rollout.group_size == 4
     (tmp_path / "c.yaml").write_text("reward:\n  scheme: kevin\nrun:\n  steps: 7\n")

@@ -15,8 +15,8 @@ import torch  # noqa: E402
 
 import leap_gym  # noqa: E402
 from leap_agents import DCPConfig, rank_rewards  # noqa: E402
-from leap_agents.training.tiny import build_tiny  # noqa: E402
 from leap_agents.integrations.trl import LeapRollout, leap_reward, make_grpo_trainer, solved_reward  # noqa: E402
+from leap_agents.training.tiny import build_tiny  # noqa: E402
 
 if "rollout_func" not in inspect.signature(trl.GRPOTrainer.__init__).parameters:
     pytest.skip(f"TRL {trl.__version__} has no GRPOTrainer rollout_func hook", allow_module_level=True)
@@ -71,8 +71,8 @@ def test_rollout_samples_are_multi_turn_token_streams(trained):
         assert out["prompt_ids"][i] == traj.turns[0].prompt_token_ids
         if len(traj.turns) > 1:  # turn 2 continued the exact token stream of turn 1 and its feedback
             assert 0 in mask
-            assert traj.turns[1].prompt_token_ids == out["prompt_ids"][i] + completion[:len(traj.turns[1].prompt_token_ids)
-                                                                                      - len(out["prompt_ids"][i])]
+            continued = len(traj.turns[1].prompt_token_ids) - len(out["prompt_ids"][i])
+            assert traj.turns[1].prompt_token_ids == out["prompt_ids"][i] + completion[:continued]
             feedback = tok.decode([t for t, m in zip(completion, mask) if not m])
             assert traj.turns[0].status in feedback and "<|im_start|>assistant" in feedback
         else:
@@ -80,7 +80,8 @@ def test_rollout_samples_are_multi_turn_token_streams(trained):
     assert any(len(t.turns) == 2 for t in batch.trajectories)
     for g in range(2):  # the sample reward is the LEAP rank reward of its group
         group = batch.trajectories[g * G:(g + 1) * G]
-        assert out["leap_reward"][g * G:(g + 1) * G] == pytest.approx(rank_rewards([t.first_solved_turn for t in group]))
+        expected = rank_rewards([t.first_solved_turn for t in group])
+        assert out["leap_reward"][g * G:(g + 1) * G] == pytest.approx(expected)
         assert out["leap_first_solved"][g * G:(g + 1) * G] == [t.first_solved_turn or 0 for t in group]
 
 

@@ -13,10 +13,10 @@ import re
 
 import pytest
 
-from leap_gym.evaluation.pipeline import EvalConfig
 from leap_gym.evaluation.evaluator import Evaluator
 from leap_gym.evaluation.feedback import render_feedback
 from leap_gym.evaluation.parse import parse_response
+from leap_gym.evaluation.pipeline import EvalConfig
 from leap_gym.tasks import load_tasks
 
 TASKS = ["level1/relu", "level1/add", "level1/mul", "level1/sigmoid", "level1/tanh", "level1/gelu_tanh",

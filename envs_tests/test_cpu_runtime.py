@@ -40,7 +40,8 @@ extern "C" __global__ void idx3(int* out, int nx, int ny, int nz) {
     if (x < nx && y < ny && z < nz) {
         int lin = (z * ny + y) * nx + x;
         out[lin * 4 + 0] = x; out[lin * 4 + 1] = y; out[lin * 4 + 2] = z;
-        out[lin * 4 + 3] = gridDim.x * 10000 + gridDim.y * 100 + gridDim.z + blockDim.x * blockDim.y * blockDim.z * 1000000;
+        out[lin * 4 + 3] = gridDim.x * 10000 + gridDim.y * 100 + gridDim.z
+                           + blockDim.x * blockDim.y * blockDim.z * 1000000;
     }
 }''')
     for nx, ny, nz, block in [(37, 1, 1, (8, 1, 1)), (13, 9, 1, (4, 4, 1)), (5, 6, 7, (2, 3, 4))]:
@@ -49,7 +50,8 @@ extern "C" __global__ void idx3(int* out, int nx, int ny, int nz) {
         k.idx3(grid, block, out, nx, ny, nz)
         o = out.view(nz, ny, nx, 4)
         zz, yy, xx = torch.meshgrid(torch.arange(nz), torch.arange(ny), torch.arange(nx), indexing="ij")
-        assert torch.equal(o[..., 0], xx.int()) and torch.equal(o[..., 1], yy.int()) and torch.equal(o[..., 2], zz.int())
+        assert torch.equal(o[..., 0], xx.int()) and torch.equal(o[..., 1], yy.int())
+        assert torch.equal(o[..., 2], zz.int())
         tag = grid[0] * 10000 + grid[1] * 100 + grid[2] + block[0] * block[1] * block[2] * 1000000
         assert (o[..., 3] == tag).all()
 
@@ -336,7 +338,8 @@ extern "C" __global__ void mathk(const float* x, float* out, int n) {
     o[0] = expf(v); o[1] = __expf(v); o[2] = logf(fabsf(v) + 1.0f); o[3] = __logf(fabsf(v) + 1.0f);
     o[4] = rsqrtf(fabsf(v) + 1.0f); o[5] = __fdividef(v, 3.0f); o[6] = fmaf(v, 2.0f, 1.0f); o[7] = erff(v);
     o[8] = tanhf(v); o[9] = __fmul_rn(v, v); o[10] = __saturatef(v); o[11] = fminf(v, 0.5f) + max(v, -0.5f);
-    o[12] = (float)(min(3, (int)v) + max(-2, (int)v)); o[13] = sqrtf(fabsf(v)) + __sinf(v) + cosf(v) + powf(fabsf(v), 1.5f);
+    o[12] = (float)(min(3, (int)v) + max(-2, (int)v));
+    o[13] = sqrtf(fabsf(v)) + __sinf(v) + cosf(v) + powf(fabsf(v), 1.5f);
 }''')
     x = torch.linspace(-3, 3, 97)
     out = torch.empty(97 * 14)
@@ -364,11 +367,15 @@ extern "C" __global__ void hello(int n) {
 
 def test_unsupported_features_name_themselves():
     for src, what in [
-        (r'''extern "C" __global__ void k(int* x) { int v; asm volatile("mov.u32 %0, %%laneid;" : "=r"(v)); x[0] = v; }''',
+        (r'''extern "C" __global__ void k(int* x) {
+    int v; asm volatile("mov.u32 %0, %%laneid;" : "=r"(v)); x[0] = v;
+}''',
          "inline PTX"),
         (r'''#include <mma.h>
 using namespace nvcuda;
-extern "C" __global__ void k(float* x) { wmma::fragment<wmma::accumulator, 16, 16, 16, float> c; wmma::fill_fragment(c, 0.0f); }''',
+extern "C" __global__ void k(float* x) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c; wmma::fill_fragment(c, 0.0f);
+}''',
          "WMMA"),
     ]:
         with pytest.raises(KernelRuntimeError) as info:

@@ -17,9 +17,20 @@ import torch
 
 from leap_gym.backends import timing
 from leap_gym.backends.base import BackendUnavailable, KernelRuntimeError, get_backend
-from leap_gym.backends.cuda import (CudaBackend, achieved_bandwidth_gbps, driver_supports, error_info, error_name,
-                                    error_name_from_torch, format_error, pack_kernel_params, peak_bandwidth_gbps,
-                                    pick_arch, tensor_bytes, theoretical_occupancy)
+from leap_gym.backends.cuda import (
+    CudaBackend,
+    achieved_bandwidth_gbps,
+    driver_supports,
+    error_info,
+    error_name,
+    error_name_from_torch,
+    format_error,
+    pack_kernel_params,
+    peak_bandwidth_gbps,
+    pick_arch,
+    tensor_bytes,
+    theoretical_occupancy,
+)
 from leap_gym.evaluation.kernels import marshal_args, parse_kernel_signatures
 
 NO_GPU = not torch.cuda.is_available()
@@ -139,8 +150,8 @@ def test_bandwidth_arithmetic():
     assert peak_bandwidth_gbps(2_619_000, 5120) == pytest.approx(3352.3, rel=1e-4)
     assert achieved_bandwidth_gbps(2 * 10**9, 1.0) == pytest.approx(2000.0)
     assert achieved_bandwidth_gbps(10, 0.0) == 0.0
-    assert tensor_bytes([torch.zeros(4), (torch.zeros(2, dtype=torch.float64), 3)], {"a": torch.zeros(1, dtype=torch.half)}) \
-        == 16 + 16 + 2
+    nested = [torch.zeros(4), (torch.zeros(2, dtype=torch.float64), 3)]
+    assert tensor_bytes(nested, {"a": torch.zeros(1, dtype=torch.half)}) == 16 + 16 + 2
 
 
 def test_arch_choice_and_driver_version():
@@ -292,7 +303,8 @@ def test_gpu_runner_report_from_synthetic_records():
     assert not summary["all_reference_correct"] and summary["not_correct"][0].startswith("level1/gelu#1")
     assert summary["geomean_speedup"] == pytest.approx(1.0) and summary["timing_spread_below_2_percent"]
     table = runner.speedup_table([r for r in records if r["kind"] == "reference"]).splitlines()
-    assert "speedup" in table[0] and [line.split()[0] for line in table[2:]] == ["level1/add", "level1/gelu", "level1/relu"]
+    assert "speedup" in table[0]
+    assert [line.split()[0] for line in table[2:]] == ["level1/add", "level1/gelu", "level1/relu"]
     assert table[2].endswith("0.50") and table[4].endswith("2.00") and "WRONG_OUTPUT" in table[3]
 
 

@@ -14,9 +14,9 @@ import time
 
 import gymnasium as gym
 import pytest
+from fault_responses import HONEST, KINDS, SENTINELS, fault_stream
 
 import leap_gym  # noqa: F401  (registers the environment)
-from fault_responses import HONEST, KINDS, SENTINELS, fault_stream
 from leap_gym.result import CORRECT, STATUSES, TIMEOUT
 
 TIMEOUT_S = 5.0

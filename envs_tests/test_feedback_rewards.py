@@ -3,8 +3,8 @@
 import pytest
 
 from leap_gym.evaluation.feedback import estimate_tokens, render_feedback
-from leap_gym.result import Diagnostic, EvalResult, KernelResources, Mismatch, Timing
 from leap_gym.evaluation.rewards import binary_reward, get_reward_fn, speedup_reward, tiered_reward
+from leap_gym.result import Diagnostic, EvalResult, KernelResources, Mismatch, Timing
 
 
 def correct(speedup=None):
@@ -24,7 +24,8 @@ def test_compile_error_feedback_quotes_the_line():
 def test_wrong_output_feedback_has_statistics():
     mismatch = Mismatch(0, [4, 4], [4, 4], "float32", "float32", max_abs_error=2.5, max_rel_error=1.0,
                         first_index=[0, 3], fraction_mismatched=0.25, samples=[([0, 3], 1.0, 3.5)])
-    text = render_feedback(EvalResult("WRONG_OUTPUT", message="output 0: 4 of 16 values differ", mismatch=mismatch), 2, 4)
+    result = EvalResult("WRONG_OUTPUT", message="output 0: 4 of 16 values differ", mismatch=mismatch)
+    text = render_feedback(result, 2, 4)
     for fact in ("max abs error 2.5", "25.00%", "[0, 3]", "expected 1, got 3.5"):
         assert fact in text
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from leap_gym.evaluation.parse import MAX_RESPONSE_CHARS, FormatError, ParsedResponse, parse_response
 from leap_gym.evaluation.static_check import check_python_block
 
-WRAPPER = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
+WRAPPER = ("import torch\nimport torch.nn as nn\n\n"
+           "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -29,8 +30,10 @@ FRAGMENTS = [
 
 CUDA_BODY = 'extern "C" __global__ void k(float* x, int n) {\n    if (n) x[0] = 1.0f;\n}'
 BLOCKS = [  # whole blocks, so that the soup also reaches the accepting paths
-    f"```cuda\n{CUDA_BODY}\n```", f"~~~cu\n{CUDA_BODY}\n~~~", f"```\n{CUDA_BODY}\n```", f"  ```c++\n  {CUDA_BODY}\n  ```",
-    f"```python\n{WRAPPER}```", f"```py\n{WRAPPER}\n```", f"```\n{WRAPPER}```", f"<think>```cuda\n{CUDA_BODY}\n```</think>",
+    f"```cuda\n{CUDA_BODY}\n```", f"~~~cu\n{CUDA_BODY}\n~~~", f"```\n{CUDA_BODY}\n```",
+    f"  ```c++\n  {CUDA_BODY}\n  ```",
+    f"```python\n{WRAPPER}```", f"```py\n{WRAPPER}\n```", f"```\n{WRAPPER}```",
+    f"<think>```cuda\n{CUDA_BODY}\n```</think>",
 ]
 
 fence_soup = st.lists(st.sampled_from(FRAGMENTS) | st.sampled_from(BLOCKS) | st.text(max_size=20), max_size=40).flatmap(

@@ -20,7 +20,8 @@ RELU_CUDA = '''extern "C" __global__ void relu_kernel(const float* x, float* y, 
     if (i < n) y[i] = fmaxf(x[i], 0.0f);
 }'''
 PY_LINES = ["import torch", "import torch.nn as nn", "class ModelNew(nn.Module):", "    def forward(self, x):",
-            "        y = torch.empty_like(x)", "        kernels.relu_kernel(1, 32, x, y, x.numel())", "        return y",
+            "        y = torch.empty_like(x)", "        kernels.relu_kernel(1, 32, x, y, x.numel())",
+            "        return y",
             "        return torch.relu(x)", "import os", "    pass", "def f(", "        while True: pass"]
 FENCES = ["```cuda\n", "```python\n", "```\n", "```cpp\n", "~~~\n", "``` cuda\n", "```CUDA\n", "\n"]
 CUDA_BITS = [RELU_CUDA, "__global__ void k() {}", 'extern "C" {', "}", "__syncthreads();", "#include <x>",

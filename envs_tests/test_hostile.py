@@ -17,8 +17,8 @@ import torch
 
 import leap_gym
 from leap_gym.evaluation import correctness, hostile
-from leap_gym.evaluation.pipeline import EvalJob
 from leap_gym.evaluation.evaluator import Evaluator
+from leap_gym.evaluation.pipeline import EvalJob
 from leap_gym.result import CORRECT
 
 CORPUS = Path(__file__).parent / "adversarial"

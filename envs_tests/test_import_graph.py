@@ -4,8 +4,7 @@ Every module of both packages is parsed with `ast`; an edge goes from a module t
 package it imports, at module level or inside a function (a lazy import is still a dependency: the
 circles the restructuring removed were lazy ones). ``from package import module`` is an edge to the
 module; an import of a package's ``__init__`` is an edge to the package. A package's parent
-``__init__`` running first is not counted (Python's doing, not the module's). The deprecated aliases of
-`leap_gym.deprecation` are strings, not imports, so they add no edges.
+``__init__`` running first is not counted (Python's doing, not the module's).
 """
 
 from __future__ import annotations
@@ -151,7 +150,8 @@ def test_the_detector_finds_a_circle_and_a_private_import(tmp_path, monkeypatch)
     (package / "sub").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "sub" / "__init__.py").write_text("")
-    (package / "one.py").write_text("from pkg.sub import two\n\ndef f():\n    from pkg.sub.two import _hidden\n    return two._secret\n")
+    (package / "one.py").write_text("from pkg.sub import two\n\n"
+                                    "def f():\n    from pkg.sub.two import _hidden\n    return two._secret\n")
     (package / "sub" / "two.py").write_text("from pkg import one\n_hidden = 1\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGES", {"pkg": package})
     graph, private = build_graph()
@@ -171,33 +171,15 @@ def test_no_module_imports_another_modules_underscore_names():
     assert private == []
 
 
-@pytest.mark.parametrize("old, new", [("leap_gym.parse", "leap_gym.evaluation.parse"),
-                                      ("leap_gym.sb3", "leap_gym.integrations.sb3"),
-                                      ("leap_agents.rollout", "leap_agents.training.rollout"),
-                                      ("leap_agents.mini", "leap_agents.training.mini")])
-def test_an_old_path_imports_the_new_module_with_a_warning_naming_it(old, new):
+@pytest.mark.parametrize("old", ["leap_gym.parse", "leap_gym.sb3", "leap_gym.evaluate", "leap_agents.rollout",
+                                 "leap_agents.mini"])
+def test_module_paths_of_the_old_layout_are_gone_and_leap_gym_evaluate_is_the_function(old):
     import importlib
 
-    import leap_agents  # noqa: F401  (installs the leap_agents aliases)
-    import leap_gym  # noqa: F401
-
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")) as record:
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)
-    assert [w.filename for w in record] == [__file__] * len(record)  # blames the importing line
-
-
-def test_the_old_evaluate_module_still_has_its_names_and_leap_gym_evaluate_stays_the_function():
-    import importlib
-
+    import leap_agents  # noqa: F401
     import leap_gym
-    from leap_gym.evaluation import evaluator, languages, pipeline
+    from leap_gym.evaluation.evaluator import evaluate
 
-    sys.modules.pop("leap_gym.evaluate", None)
-    with pytest.warns(DeprecationWarning, match=r"leap_gym\.evaluation\.evaluator"):
-        old = importlib.import_module("leap_gym.evaluate")
-    assert old.Evaluator is evaluator.Evaluator and old.evaluate is evaluator.evaluate
-    assert old.prepare is languages.prepare and old.run_job is languages.run_job
-    assert old.EvalJob is pipeline.EvalJob and old.EvalConfig is leap_gym.EvalConfig
-    assert leap_gym.evaluate is evaluator.evaluate
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+    assert leap_gym.evaluate is evaluate

@@ -5,8 +5,14 @@ import ctypes
 import pytest
 import torch
 
-from leap_gym.evaluation.kernels import (Kernels, LaunchError, check_launch, marshal_args, normalize_dims,
-                              parse_kernel_signatures)
+from leap_gym.evaluation.kernels import (
+    Kernels,
+    LaunchError,
+    check_launch,
+    marshal_args,
+    normalize_dims,
+    parse_kernel_signatures,
+)
 
 SOURCE = r'''
 #include <cuda_fp16.h>

@@ -7,14 +7,14 @@ import functools
 
 import pytest
 
+from leap_agents.policies.prompts import brief_feedback, task_header
+from leap_agents.policies.prompts import mini_prompt as render_prompt
+from leap_agents.training.mini.data import Split, as_response, check_split, make_split, mini_tasks, reference_cuda
+from leap_agents.training.mini.warmup import build_examples, tokenizer_corpus
 from leap_gym.evaluation.evaluator import Evaluator
 from leap_gym.evaluation.memo import evaluate_all
 from leap_gym.evaluation.pipeline import EvalConfig
 from leap_gym.tasks.mutants import DRAFT_OPERATORS, OPERATORS, mutants
-
-from leap_agents.policies.prompts import brief_feedback, mini_prompt as render_prompt, task_header
-from leap_agents.training.mini.data import Split, as_response, check_split, make_split, mini_tasks, reference_cuda
-from leap_agents.training.mini.warmup import build_examples, tokenizer_corpus
 
 pytest.importorskip("tokenizers")
 

@@ -12,10 +12,10 @@ import importlib
 import pytest
 
 import leap_gym
+from leap_gym.evaluation.parse import ParsedResponse
+from leap_gym.evaluation.pipeline import EvalJob
 from leap_gym.integrations import numba_examples as ne
 from leap_gym.integrations import numba_kernels as nk
-from leap_gym.evaluation.pipeline import EvalJob
-from leap_gym.evaluation.parse import ParsedResponse
 from leap_gym.result import COMPILED, CORRECT, FORMAT_ERROR, RUNTIME_ERROR, WRONG_OUTPUT
 from leap_gym.sandbox import SandboxLimits, WorkerPool
 from leap_gym.tasks import load_tasks
@@ -32,7 +32,8 @@ def _task(task_id: str):
 
 @pytest.fixture(scope="module")
 def pool():
-    with WorkerPool(size=1, limits=SandboxLimits(wall_time_s=60), preload=["torch", "leap_gym.evaluation.languages"]) as p:
+    with WorkerPool(size=1, limits=SandboxLimits(wall_time_s=60),
+                    preload=["torch", "leap_gym.evaluation.languages"]) as p:
         yield p
 
 

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from leap_gym.evaluation.parse import (MAX_RESPONSE_CHARS, FormatError, ParsedResponse, expected_layout, has_extern_c_kernel,
-                            parse_response)
+from leap_gym.evaluation.parse import (
+    MAX_RESPONSE_CHARS,
+    FormatError,
+    ParsedResponse,
+    expected_layout,
+    has_extern_c_kernel,
+    parse_response,
+)
 
 KERNEL = '''extern "C" __global__ void relu_kernel(const float* x, float* y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

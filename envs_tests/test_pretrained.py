@@ -14,10 +14,10 @@ import torch
 
 import leap_gym  # noqa: F401  (registers the environment)
 from leap_agents.policies import pretrained
-from leap_agents.training.config import load_config
 from leap_agents.policies.hf import BlockClosed, HFPolicy
 from leap_agents.policies.pretrained import PretrainedNotInstalled, PretrainedSpec, gguf_path, is_pretrained_name
 from leap_agents.policies.prompts import ChatPrompt, compact_feedback, compact_history
+from leap_agents.training.config import load_config
 
 NAME = "smollm2-135m-instruct"
 
@@ -104,14 +104,12 @@ def test_presets_resolve():
 def test_synthetic_tasks_pass_their_references_and_keep_clear_of_the_held_out_tasks():
     """Every synthetic warm-up task's reference is CORRECT on the cpu backend and its wrong-operator kernels are
     not; none of their prompts or kernels names or contains a held-out task's kernel."""
-    from leap_gym.evaluation.feedback import render_prompt
-
-    from leap_gym.evaluation.evaluator import Evaluator
-    from leap_gym.evaluation.memo import evaluate_all
-    from leap_gym.evaluation.pipeline import EvalConfig
-
     from leap_agents.training.mini.data import as_response, check_split, make_split, mini_tasks, reference_cuda
     from leap_agents.training.synthetic_tasks import synthetic_tasks, wrong_operator_kernels
+    from leap_gym.evaluation.evaluator import Evaluator
+    from leap_gym.evaluation.feedback import render_prompt
+    from leap_gym.evaluation.memo import evaluate_all
+    from leap_gym.evaluation.pipeline import EvalConfig
 
     tasks = synthetic_tasks()
     assert len({t.id for t in tasks}) == len(tasks) >= 30

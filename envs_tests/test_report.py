@@ -44,7 +44,8 @@ def _broken(solution: str, status: str, rng: random.Random) -> tuple[str, str]:
         return solution.replace(";", "", 1), "COMPILE_ERROR line 3: expected a \";\""
     if status == "WRONG_OUTPUT":
         return solution.replace("0.0f", "1.0f", 1) + "\n// scaled", (
-            f"WRONG_OUTPUT max abs err {rng.uniform(0.1, 3):.3g}, {rng.uniform(5, 90):.1f}% mismatched, first at [0, 3]")
+            f"WRONG_OUTPUT max abs err {rng.uniform(0.1, 3):.3g}, {rng.uniform(5, 90):.1f}% mismatched, "
+            "first at [0, 3]")
     if status == "RUNTIME_ERROR":
         return solution.replace("if (", "if (1 || ", 1), "RUNTIME_ERROR out-of-bounds write in kernel at line 4"
     return "I think the kernel should be written like this.", "FORMAT_ERROR expected one ```cuda block, found none"
@@ -103,7 +104,8 @@ def synthetic_run(path: Path, label: str, arm: str, steps: int = 6, tasks: int =
             by_turn = [sum(1 for f in all_first if f is not None and f <= j) / n for j in range(1, max_turns + 1)]
             rec.write_step(StepRecord(step=step, pass_at_1=by_turn[0], pass_by_turn=by_turn, trajectories=n,
                                       turns=sum(turn_counts), turn_counts=turn_counts, tokens=gen_tokens,
-                                      trained_tokens=gen_tokens // 2, generation_s=rng.uniform(2, 6) * sum(turn_counts) / n,
+                                      trained_tokens=gen_tokens // 2,
+                                      generation_s=rng.uniform(2, 6) * sum(turn_counts) / n,
                                       evaluation_s=rng.uniform(3, 9) * sum(turn_counts) / n, update_s=rng.uniform(1, 2),
                                       decisions=stops, reward_mean=sum(rewards_all) / n), groups)
     return path
@@ -242,7 +244,8 @@ def browser():
 def _open(browser, path: Path):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     problems: list[str] = []
-    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    page.on("console",
+            lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
     page.on("request", lambda r: problems.append(f"request: {r.url}") if not r.url.startswith("file:") else None)
     start = time.perf_counter()
@@ -299,7 +302,8 @@ def test_page_in_browser(browser, pair: tuple[Path, Path], tmp_path: Path) -> No
     page.click("#filter-reset")
     # A status chip opens the turn: the response as logged, the feedback as logged.
     first, traj = next((g, t) for g in load_run(pair[0]).groups for t in g["trajectories"] if len(t["turns"]) >= 2)
-    card = page.locator(f"#groups .group[data-run='0'][data-step='{first['step']}'][data-task='{first['task_id']}']").first
+    selector = f"#groups .group[data-run='0'][data-step='{first['step']}'][data-task='{first['task_id']}']"
+    card = page.locator(selector).first
     card.locator(f"tr[data-index='{traj['index']}'] .chip[data-turn='2']").click()
     page.locator(".detail input[type=checkbox]").first.uncheck()
     assert card.locator("pre.response").inner_text().strip() == traj["turns"][1]["response"].strip()

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import leap_gym.integrations.sb3
-from leap_gym.result import COMPILE_ERROR, CORRECT, STATUSES
 from leap_gym.evaluation.memo import EvalCache
 from leap_gym.integrations.sb3 import FeatureSpec, make_candidate_env, make_candidates, success_rate
+from leap_gym.result import COMPILE_ERROR, STATUSES
 from leap_gym.tasks import load_tasks
 
 TASKS = ["level1/relu", "level1/add", "level1/sigmoid"]

@@ -7,8 +7,14 @@ import textwrap
 import pytest
 
 from leap_gym.evaluation.parse import FormatError
-from leap_gym.evaluation.static_check import (ALLOWED_IMPORTS, FORBIDDEN_ATTRIBUTES, FORBIDDEN_NAMES, PYTHON_RULES,
-                                   check_python_block, find_violations)
+from leap_gym.evaluation.static_check import (
+    ALLOWED_IMPORTS,
+    FORBIDDEN_ATTRIBUTES,
+    FORBIDDEN_NAMES,
+    PYTHON_RULES,
+    check_python_block,
+    find_violations,
+)
 
 HEAD = "import torch\nimport torch.nn as nn\n\n"
 
@@ -30,7 +36,8 @@ ALLOWED = [
     ("from torch import nn", "import torch\nfrom torch import nn\nfrom torch.nn import functional as F\n"
      "class ModelNew(nn.Module):\n    pass\n"),
     ("parameters and buffers", model(LAUNCH, "super().__init__()\nself.weight = nn.Parameter(torch.randn(4, 4))\n"
-                                             "self.register_buffer('scale', torch.ones(4))\nself.lin = nn.Linear(4, 4)")),
+                                             "self.register_buffer('scale', torch.ones(4))\n"
+                                             "self.lin = nn.Linear(4, 4)")),
     ("nn.Module.__init__(self) and super(ModelNew, self)",
      model(LAUNCH, "nn.Module.__init__(self)\nsuper(ModelNew, self).__init__()")),
     ("decorated forward with torch.no_grad", HEAD + "class ModelNew(nn.Module):\n    @torch.no_grad()\n"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from leap_gym.result import EvalResult, KernelResources, Mismatch
 from leap_gym.integrations.trajectory_log import TrajectoryLog, read_trajectory_log, to_jsonable
+from leap_gym.result import EvalResult, KernelResources, Mismatch
 
 
 @dataclasses.dataclass

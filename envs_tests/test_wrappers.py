@@ -10,9 +10,14 @@ import pytest
 
 import leap_gym
 import leap_gym.integrations.wrappers
+from leap_gym.integrations.wrappers import (
+    FeedbackFormatWrapper,
+    KernelLanguageWrapper,
+    RewardShapingWrapper,
+    TaskCurriculumWrapper,
+    result_summary,
+)
 from leap_gym.result import CORRECT
-from leap_gym.integrations.wrappers import (FeedbackFormatWrapper, KernelLanguageWrapper, RewardShapingWrapper,
-                               TaskCurriculumWrapper, result_summary)
 
 BROKEN = '''```cuda
 extern "C" __global__ void relu_kernel(const float* x, float* y, int n) {

@@ -42,9 +42,9 @@ extern "C" __global__ void relu_kernel(const float* x, float* y, int n) {
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from leap_gym.tasks import load_tasks
-
     import warnings
+
+    from leap_gym.tasks import load_tasks
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # skipped files are listed below, with their reasons
@@ -67,9 +67,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from leap_gym.evaluation.pipeline import EvalConfig
     from leap_gym.evaluation.evaluator import Evaluator
     from leap_gym.evaluation.feedback import render_feedback
+    from leap_gym.evaluation.pipeline import EvalConfig
     from leap_gym.evaluation.rewards import get_reward_fn
     from leap_gym.tasks import load_tasks
 
@@ -89,8 +89,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from leap_gym.kernelbench import convert_answer
     from leap_gym.evaluation.parse import python_only_block
+    from leap_gym.kernelbench import convert_answer
 
     text = Path(args.answer).read_text(errors="replace")
     found = python_only_block(text)
@@ -203,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="cpu")
     p.set_defaults(fn=cmd_demo)
     p = sub.add_parser("report", help="a self-contained HTML report of a training run, or of two side by side")
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folder(s) written by leap-train: RUN_DIR [OTHER_RUN_DIR]")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                   help="run folder(s) written by leap-train: RUN_DIR [OTHER_RUN_DIR]")
     p.add_argument("-o", "--output", default="report.html", help="the HTML file to write")
     p.set_defaults(fn=cmd_report)
     return parser

@@ -8,11 +8,11 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from leap_gym.evaluation.pipeline import EvalConfig
 from leap_gym.evaluation.evaluator import Evaluator, shared_evaluator
 from leap_gym.evaluation.feedback import render_feedback, render_prompt
-from leap_gym.result import CORRECT, EvalResult
+from leap_gym.evaluation.pipeline import EvalConfig
 from leap_gym.evaluation.rewards import RewardFn, get_reward_fn
+from leap_gym.result import CORRECT, EvalResult
 from leap_gym.tasks import Task, load_tasks
 
 MAX_OBSERVATION_CHARS = 65_536

@@ -26,7 +26,8 @@ MAX_TURNS = "max_turns"
 REFINE = "refine"
 REASONS = (SOLVED, EASY_GROUP, HOPELESS_NO_PROGRESS, HOPELESS_HISTORY, MAX_TURNS, REFINE)
 
-#: Status ranks (as `leap_gym.result.STATUS_RANK`): 0 format error, 1 compile error, 2 compiled/ran, 3 wrong output, 4 correct.
+#: Status ranks (as `leap_gym.result.STATUS_RANK`): 0 format error, 1 compile error, 2 compiled/ran, 3 wrong output,
+#: 4 correct.
 COMPILED_RANK = 2
 
 

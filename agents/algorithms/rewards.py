@@ -30,7 +30,7 @@ def rank_rewards(first_solved: Sequence[int | None], speedups: Sequence[float | 
     Returns:
         One reward in [0, 1] per trajectory.
 
-    Example:
+    Examples:
         >>> rank_rewards([1, 1, 2, 2, 2, None, None, None])
         [1.0, 1.0, 0.75, 0.75, 0.75, 0.0, 0.0, 0.0]
     """

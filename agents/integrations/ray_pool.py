@@ -30,8 +30,8 @@ from dataclasses import replace
 from typing import Any
 
 from leap_gym.backends.base import Backend, get_backend
-from leap_gym.evaluation.pipeline import EvalConfig
 from leap_gym.evaluation.evaluator import Evaluator
+from leap_gym.evaluation.pipeline import EvalConfig
 from leap_gym.result import EvalResult
 from leap_gym.tasks import Task
 
@@ -149,11 +149,12 @@ class RayEvaluator:
         self._ready = False
         try:
             configs = ray.get([a.config.remote() for a in self.actors], timeout=restart_timeout_s)
-        except ray.exceptions.GetTimeoutError:
+        except ray.exceptions.GetTimeoutError as exc:
             self.close()
-            raise TimeoutError(f"{num_actors} evaluation actors ({gpus_per_actor} GPU, {cpus_per_actor} CPU each) did not "
-                               f"start within {restart_timeout_s:g} s: the cluster lacks the resources for them; pass "
-                               "fewer num_actors, smaller cpus_per_actor/gpus_per_actor, or a longer restart_timeout_s")
+            raise TimeoutError(f"{num_actors} evaluation actors ({gpus_per_actor} GPU, {cpus_per_actor} CPU each) "
+                               f"did not start within {restart_timeout_s:g} s: the cluster lacks the resources for "
+                               "them; pass fewer num_actors, smaller cpus_per_actor/gpus_per_actor, or a longer "
+                               "restart_timeout_s") from exc
         except Exception:
             self.close()
             raise

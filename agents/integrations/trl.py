@@ -37,10 +37,10 @@ from typing import Any
 import torch
 
 from leap_agents.algorithms.dcp import DCPConfig, DifficultyTracker
-from leap_agents.training.logprobs import response_logprobs
 from leap_agents.policies.base import Generation, History, turn_of
 from leap_agents.policies.hf import HFPolicy
 from leap_agents.policies.prompts import DEFAULT_CHAT_TEMPLATE, render_chat
+from leap_agents.training.logprobs import response_logprobs
 from leap_agents.training.rollout import RolloutBatch, RolloutConfig, RolloutEngine
 from leap_agents.training.trajectory import assign_rewards
 
@@ -122,7 +122,8 @@ class TokenStreamPolicy(HFPolicy):
     @staticmethod
     def _keys(histories: Sequence[History], meta: Sequence[dict[str, Any]] | None) -> list[tuple[int, int]]:
         if meta is None:
-            raise ValueError("TokenStreamPolicy needs meta with 'group' and 'index' per history (RolloutEngine gives it)")
+            raise ValueError("TokenStreamPolicy needs meta with 'group' and 'index' per history "
+                             "(RolloutEngine gives it)")
         return [(int(m["group"]), int(m["index"])) for m in meta]
 
     @torch.no_grad()
@@ -142,7 +143,8 @@ class TokenStreamPolicy(HFPolicy):
         return out
 
     @torch.no_grad()
-    def score(self, histories: Sequence[History], responses: Sequence[str], temperature: float = 1.0) -> list[Generation]:
+    def score(self, histories: Sequence[History], responses: Sequence[str],
+              temperature: float = 1.0) -> list[Generation]:
         """Replace the latest generations of these histories' trajectories by `responses` (off-policy guidance,
         `RolloutConfig.guide_prob`), scored with this policy's log-probs; the histories are those just given
         to `generate`."""
@@ -203,8 +205,8 @@ class LeapRollout:
                  env_factory: Callable[[], Any] | None = None):
         import leap_gym
 
-        self.tasks = leap_gym.load_tasks(tasks) if not isinstance(tasks, list) or (tasks and isinstance(tasks[0], str)) \
-            else tasks
+        by_name = not isinstance(tasks, list) or (tasks and isinstance(tasks[0], str))
+        self.tasks = leap_gym.load_tasks(tasks) if by_name else tasks
         self.backend = backend
         self.max_turns = max_turns
         self.dcp = dcp or DCPConfig()
@@ -291,8 +293,9 @@ class LeapRollout:
                 engine.policy = None  # type: ignore[assignment]
         assign_rewards(batch.groups, scheme=self.scheme, tie_break=self.tie_break)
         self.last_batch = batch
-        out: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask", "leap_reward",
-                                                       "leap_first_solved", "leap_turns", "leap_status", "leap_end_reason")}
+        fields = ("prompt_ids", "completion_ids", "logprobs", "env_mask", "leap_reward", "leap_first_solved",
+                  "leap_turns", "leap_status", "leap_end_reason")
+        out: dict[str, list[Any]] = {k: [] for k in fields}
         for traj in batch.trajectories:  # group-major, as TRL's prompts are
             stream = policy.streams[traj.group, traj.index]
             out["prompt_ids"].append(stream.prompt_ids)
@@ -319,9 +322,8 @@ def _unwrapped(trainer: Any) -> Any:
         yield trainer.accelerator.unwrap_model(trainer.model)
         return
     wrapped = getattr(trainer, "model_wrapped", None) or trainer.model
-    with unwrap_model_for_generation(wrapped, trainer.accelerator,
-                                     gather_deepspeed3_params=getattr(trainer.args, "ds3_gather_for_generation", True)) \
-            as model:
+    gather = getattr(trainer.args, "ds3_gather_for_generation", True)
+    with unwrap_model_for_generation(wrapped, trainer.accelerator, gather_deepspeed3_params=gather) as model:
         yield model
 
 
@@ -338,7 +340,8 @@ def leap_reward(completions: list[Any], leap_reward: list[float] | None = None, 
 def solved_reward(completions: list[Any], leap_first_solved: list[int] | None = None, **kwargs: Any) -> list[float]:
     """1 for a trajectory solved at any turn, else 0 (for logging with reward weight 0, or as a baseline)."""
     if leap_first_solved is None:
-        raise ValueError("solved_reward needs the rollout's 'leap_first_solved' field: pass rollout_func=LeapRollout(...)")
+        raise ValueError("solved_reward needs the rollout's 'leap_first_solved' field: "
+                         "pass rollout_func=LeapRollout(...)")
     return [1.0 if t else 0.0 for t in leap_first_solved]
 
 

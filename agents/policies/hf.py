@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 
-from leap_agents.training.logprobs import response_logprobs
 from leap_agents.policies.base import Generation, History
 from leap_agents.policies.prompts import ChatPrompt, PromptFormat
+from leap_agents.training.logprobs import response_logprobs
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,10 @@ from typing import Any
 
 import torch
 
-from leap_gym.report import RunRecorder, write_report
-
 from leap_agents.training.config import to_dict
 from leap_agents.training.metrics import MetricsWriter
 from leap_agents.training.run_record import trainer_step_records
+from leap_gym.report import RunRecorder, write_report
 
 
 class TrainerCallback:

@@ -215,7 +215,8 @@ def available_presets() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml"))
 
 
-def load_config(path: str | Path | None = None, preset: str | None = None, overrides: list[tuple[str, str]] | None = None) -> TrainConfig:
+def load_config(path: str | Path | None = None, preset: str | None = None,
+                overrides: list[tuple[str, str]] | None = None) -> TrainConfig:
     """A preset, then a YAML file over it, then ``key=value`` overrides over both."""
     data: dict[str, Any] = {}
     for source in ([preset_path(preset)] if preset else []) + ([Path(path)] if path else []):

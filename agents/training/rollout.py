@@ -13,14 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from leap_agents.algorithms.dcp import MAX_TURNS, SOLVED, DCPConfig, DifficultyTracker, dcp_decide
+from leap_agents.policies.base import Generation, Policy
+from leap_agents.training.trajectory import Trajectory, Turn, group_by_task
 from leap_gym.evaluation.evaluator import shared_evaluator
 from leap_gym.evaluation.memo import CachingEvaluator
 from leap_gym.evaluation.pipeline import EvalConfig
 from leap_gym.result import STATUS_RANK
-
-from leap_agents.algorithms.dcp import MAX_TURNS, SOLVED, DCPConfig, DifficultyTracker, dcp_decide
-from leap_agents.policies.base import Generation, Policy
-from leap_agents.training.trajectory import Trajectory, Turn, group_by_task
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,6 @@ from typing import Any
 from leap_gym.report.run_log import GroupRecord, StepRecord, TrajectoryLogRecord, TurnLog, clip_text
 
 
-
 def _trainer_feedback(traj: Any, k: int) -> str:
     """The observation the policy read after turn `k` (0-based): the next turn's last message, else the result."""
     if k + 1 < len(traj.turns) and traj.turns[k + 1].prompt:

@@ -21,10 +21,9 @@ from typing import Any
 
 import torch
 
+from leap_agents.training.logprobs import response_logprobs
 from leap_gym.result import EvalResult
 from leap_gym.tasks import Task
-
-from leap_agents.training.logprobs import response_logprobs
 
 log = logging.getLogger(__name__)
 

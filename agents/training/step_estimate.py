@@ -42,9 +42,8 @@ class StepEstimate:
 
 def estimate_step(policy: Any, config: Any, task: Any, probe_tokens: int = 8) -> StepEstimate:
     """Measure `policy` on `task`'s first prompt and extrapolate to one step of `config` (a `TrainConfig`)."""
-    from leap_gym.evaluation.feedback import render_prompt
-
     from leap_agents.training.logprobs import response_logprobs
+    from leap_gym.evaluation.feedback import render_prompt
 
     r = config.rollout
     trajectories = config.run.tasks_per_step * r.group_size

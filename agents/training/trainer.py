@@ -199,7 +199,8 @@ class LeapTrainer:
         (tmp / "state.json").write_text(json.dumps({"step": self.step, "tracker": self.tracker.state_dict()}))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
-        for old in sorted(p for p in self.checkpoint_dir.glob("step-*") if not p.name.endswith(".tmp"))[:-self.config.run.keep_checkpoints]:
+        kept = sorted(p for p in self.checkpoint_dir.glob("step-*") if not p.name.endswith(".tmp"))
+        for old in kept[:-self.config.run.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)
         return final
 
@@ -291,10 +292,10 @@ class LeapTrainer:
             every = torch.cat(gaps)
             stats["logprob_gap_mean"], stats["logprob_gap_max"] = float(every.mean()), float(every.max())
             if stats["logprob_gap_mean"] > o.max_logprob_gap:
-                raise RuntimeError(f"the sampler's log-probabilities differ from the trainer's by {stats['logprob_gap_mean']:.3f} "
-                                   f"per token on average (bound optim.max_logprob_gap = {o.max_logprob_gap}): the samples "
-                                   "came from another distribution than the one being trained (other weights, temperature "
-                                   "or top-p/top-k truncation)")
+                raise RuntimeError(f"the sampler's log-probabilities differ from the trainer's by "
+                                   f"{stats['logprob_gap_mean']:.3f} per token on average (bound optim.max_logprob_gap = "
+                                   f"{o.max_logprob_gap}): the samples came from another distribution than the one being "
+                                   "trained (other weights, temperature or top-p/top-k truncation)")
         rng = random.Random(self.step)
         totals = {"loss": 0.0, "clipped": 0.0, "kl": 0.0, "ratio": 0.0, "tokens": 0.0, "grad_norm": 0.0}
         order = list(range(len(samples)))

@@ -37,13 +37,12 @@ from typing import Any
 
 import torch
 
-from leap_gym.cache import cache_dir
-from leap_gym.tasks.mutants import mutants
-
 from leap_agents.policies.pretrained import ADAPTERS_DIR, SMOLLM2, spec_of
 from leap_agents.training.mini.data import as_response, check_split, make_split, mini_tasks, reference_cuda
 from leap_agents.training.sft import EvalFn, judge_mutants, sft
 from leap_agents.training.synthetic_tasks import synthetic_tasks, wrong_operator_kernels
+from leap_gym.cache import cache_dir
+from leap_gym.tasks.mutants import mutants
 
 log = logging.getLogger(__name__)
 
@@ -168,11 +167,10 @@ def save_adapter(model: Any, path: Path) -> None:
 def warmup(config: LoraWarmupConfig | None = None, rebuild: bool = False, backend: str = "cpu",
            progress: bool = True) -> tuple[Path, dict[str, Any]]:
     """Build (or find cached) the LoRA warm-up adapter. Returns its folder and its metadata."""
+    from leap_agents.policies.hf import HFPolicy, apply_lora
     from leap_gym.evaluation.evaluator import Evaluator
     from leap_gym.evaluation.memo import CachingEvaluator, evaluate_all
     from leap_gym.evaluation.pipeline import EvalConfig
-
-    from leap_agents.policies.hf import HFPolicy, apply_lora
 
     config = config or LoraWarmupConfig()
     path = cache_path(config)

@@ -144,10 +144,11 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 
 def speedup_table(references: list[dict[str, Any]]) -> str:
-    header = f"{'task':<34} {'#':>2} {'status':<14} {'kernel ms':>10} {'± ms':>8} {'torch ms':>10} {'± ms':>8} {'speedup':>8}"
+    header = (f"{'task':<34} {'#':>2} {'status':<14} {'kernel ms':>10} {'± ms':>8} {'torch ms':>10} {'± ms':>8} "
+              f"{'speedup':>8}")
     lines = [header, "-" * len(header)]
     for r in sorted(references, key=lambda r: (r["task"], r["solution"])):
-        def num(key: str, fmt: str = "10.4f") -> str:
+        def num(key: str, fmt: str = "10.4f", r: dict[str, Any] = r) -> str:
             value = r.get(key)
             return format(value, fmt) if isinstance(value, (int, float)) else " " * int(fmt.split(".")[0])
 

@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from leap_gym.backends.base import KernelRuntimeError, get_backend
-from leap_gym.backends.cuda import (CudaBackend, device_attribute, device_peak_bandwidth_gbps, pick_arch,
-                                    tensor_bytes)
+from leap_gym.backends.cuda import CudaBackend, device_attribute, device_peak_bandwidth_gbps, pick_arch, tensor_bytes
 from leap_gym.backends.nvrtc import compile_cuda
 from leap_gym.evaluation.kernels import Kernels, LaunchError, parse_kernel_signatures
 

@@ -62,8 +62,8 @@ VARIANTS = [
                                       "        kernels.relu_kernel((n // 512,), (256,), x, y, n)\n        return y"),
      WRONG_OUTPUT, "nondeterministic_output", "write every output element"),
     ("wrong_dtype_argument", _relu_with_forward("        y = torch.empty_like(x)\n        n = x.numel()\n"
-                                                "        kernels.relu_kernel(((n + 255) // 256,), (256,), x.double(), y, n)\n"
-                                                "        return y"),
+                                                "        kernels.relu_kernel(((n + 255) // 256,), (256,), x.double(), "
+                                                "y, n)\n        return y"),
      RUNTIME_ERROR, "launch", "float64"),
     ("too_many_threads", _relu_with_forward("        y = torch.empty_like(x)\n        n = x.numel()\n"
                                             "        kernels.relu_kernel(((n + 2047) // 2048,), (2048,), x, y, n)\n"

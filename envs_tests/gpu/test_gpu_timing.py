@@ -13,8 +13,8 @@ import torch
 from leap_gym.backends.base import get_backend
 from leap_gym.backends.cuda import CudaBackend, device_attribute
 from leap_gym.backends.nvrtc import compile_cuda
-from leap_gym.evaluation.kernels import Kernels, parse_kernel_signatures
 from leap_gym.backends.timing import time_gpu
+from leap_gym.evaluation.kernels import Kernels, parse_kernel_signatures
 
 pytestmark = pytest.mark.gpu
 

@@ -21,8 +21,8 @@ API (stable; `leap_gym.evaluation.pipeline` relies on it):
   past the end faults at once and is reported with the argument, the element, the thread and the
   line (from the module's ``-g1`` line tables through ``addr2line``); a write before the start is
   found in the canaries), ``locate: bool`` (default on: when no line is known, replay the launch under
-  AddressSanitizer in a subprocess; this needs no RLIMIT_AS, so it does not work inside the sandbox). ``tensors`` are the launch's
-  original arguments; when omitted they are read from the calling `Kernels` handle.
+  AddressSanitizer in a subprocess; this needs no RLIMIT_AS, so it does not work inside the sandbox).
+  ``tensors`` are the launch's original arguments; when omitted they are read from the calling `Kernels` handle.
 - Errors are `KernelRuntimeError` with ``detail`` in ``{"deadlock", "out_of_bounds", "unsupported",
   "kernel_error", "launch"}``, naming the kernel and, where known, the line of the cuda block. A wild
   access (SIGSEGV inside a kernel) is caught by the runtime and is an ``out_of_bounds`` error too, so
@@ -55,10 +55,19 @@ from pathlib import Path
 from typing import Any
 
 from leap_gym.backends.base import Availability, Backend, KernelRuntimeError
-from leap_gym.backends.cpu_checked import ReplayArg, locate_memory_error
 from leap_gym.backends.cpu_build import (
-    DEFAULT_SHARED_MEM, ERROR_KINDS, SOURCE_NAME,
-    asan_loaded, build_module, find_compiler, runtime_build, runtime_notes, static_shared_bytes, unsupported_features)
+    DEFAULT_SHARED_MEM,
+    ERROR_KINDS,
+    SOURCE_NAME,
+    asan_loaded,
+    build_module,
+    find_compiler,
+    runtime_build,
+    runtime_notes,
+    static_shared_bytes,
+    unsupported_features,
+)
+from leap_gym.backends.cpu_checked import ReplayArg, locate_memory_error
 from leap_gym.evaluation.kernels import KernelSignature
 
 log = logging.getLogger(__name__)
@@ -161,7 +170,8 @@ class CpuLauncher:
         pc = re.search(r"\[pc \+0x([0-9a-f]+)\]", raw)
         thread = re.search(r"in thread (\([^)]*\)).*?\[block (\([^)]*\))\]", raw)
         frames = addr2line(self.path, int(pc.group(1), 16)) if pc else []
-        fault = guarded.locate_address(int(addr.group(1), 16)) if guarded and addr and "nil" not in addr.group(1) else None
+        known = guarded and addr and "nil" not in addr.group(1)
+        fault = guarded.locate_address(int(addr.group(1), 16)) if known else None
         rw = ""
         if not frames:
             located = self._locate(name, grid, block, shared_mem, args, tensors)
@@ -171,7 +181,8 @@ class CpuLauncher:
         head = f"out-of-bounds access in kernel '{name}'" if fault else f"invalid memory access in kernel '{name}'"
         if frames:
             func, line = frames[0]
-            head += f" at line {line}" + (f" (in {func})" if func not in (name, "??") and not func.startswith("__leap") else "")
+            helper = func not in (name, "??") and not func.startswith("__leap")
+            head += f" at line {line}" + (f" (in {func})" if helper else "")
         if fault:
             params = self.signatures[name].params
             arg = params[fault["arg"]].name if fault["arg"] < len(params) else str(fault["arg"])
@@ -298,7 +309,7 @@ class GuardedArgs:
 
     def locate_address(self, address: int) -> dict[str, Any] | None:
         """The argument and element an address of a faulting access falls in or next to."""
-        for lo, hi, members, (_, start, base, body) in self.clusters:
+        for lo, _hi, members, (_, start, base, body) in self.clusters:
             if start <= address < start + body + mmap.PAGESIZE:
                 offset = address - base  # byte offset from lo
                 return self._fault_at(lo, members, offset)
@@ -398,7 +409,8 @@ class CpuBackend(Backend):
     def availability(self) -> Availability:
         cxx = find_compiler()
         if cxx is None:
-            return Availability(False, "no host C++ compiler: install g++ (apt-get install g++) or clang++, or set $CXX")
+            return Availability(False, "no host C++ compiler: install g++ (apt-get install g++) or clang++, "
+                                       "or set $CXX")
         try:
             runtime_build(False)
         except Exception as exc:  # a broken toolchain

@@ -66,7 +66,8 @@ def describe_memory_error(stderr_text: str, cuda_source: str) -> str:
     access_text = f"{what} {rw or 'memory access'}" + (f" of {size} bytes" if size else "")
     if kind == "SEGV":
         addr = error.group(2)
-        access_text = f"invalid {rw or 'memory access'}" + (f" at address {addr}" if addr else "") + " (segmentation fault)"
+        at = f" at address {addr}" if addr else ""
+        access_text = f"invalid {rw or 'memory access'}{at} (segmentation fault)"
     if kind == "stack-overflow":
         access_text = "stack overflow (deep recursion or very large local arrays)"
     if frames:

@@ -31,10 +31,12 @@ from typing import Any, Callable
 
 from leap_gym.backends.base import Availability, Backend, KernelRuntimeError
 from leap_gym.backends.cuda_driver import CudaCallError as _CudaCallError
-from leap_gym.backends.cuda_driver import call as _call, device_attribute, driver as _driver
+from leap_gym.backends.cuda_driver import call as _call
+from leap_gym.backends.cuda_driver import device_attribute
+from leap_gym.backends.cuda_driver import driver as _driver
 from leap_gym.backends.cuda_errors import error_info, error_name, error_name_from_torch, format_error
-from leap_gym.evaluation.kernels import KernelSignature, LaunchError
 from leap_gym.backends.timing import TimingStats, time_gpu
+from leap_gym.evaluation.kernels import KernelSignature, LaunchError
 
 log = logging.getLogger(__name__)
 
@@ -346,7 +348,8 @@ class CudaBackend(Backend):
         except Exception as exc:
             return Availability(False, f"NVRTC is unavailable: {exc}")
         if not driver_supports(int(version), nvrtc_major):
-            return Availability(False, f"the NVIDIA driver supports CUDA {int(version) // 1000}.{int(version) % 1000 // 10}"
+            cuda_version = f"{int(version) // 1000}.{int(version) % 1000 // 10}"
+            return Availability(False, f"the NVIDIA driver supports CUDA {cuda_version}"
                                        f" but NVRTC {nvrtc_major} makes CUBINs that need a {nvrtc_major}.x driver: "
                                        f"update the driver or install nvidia-cuda-nvrtc matching it")
         import torch

@@ -106,7 +106,8 @@ def _check(result: tuple, what: str) -> tuple:
     return result[1:]
 
 
-_DIAG_RE = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning|remark)\s*(?:#\w+-\w+)?\s*:?\s*(?P<msg>.*)$")
+_DIAG_RE = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning|remark)"
+                      r"\s*(?:#\w+-\w+)?\s*:?\s*(?P<msg>.*)$")
 _PTXAS_ENTRY_RE = re.compile(r"Compiling entry function '([^']+)'")
 _PTXAS_PROPS_RE = re.compile(r"Function properties for (\S+)")
 _PTXAS_STACK_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")

@@ -165,7 +165,10 @@ def time_gpu(fn: Callable[[], Any], *, warmup: int = 3, min_trials: int = 10, ma
     Args:
         fn: launches the work to time (e.g. ``lambda: model(*inputs)``); its result is discarded.
         warmup: untimed calls first (compilation caches, allocator, clocks).
-        min_trials, max_trials, budget_s, target_spread: the stopping rule, see `should_stop`.
+        min_trials: the stopping rule (see `should_stop`): at least this many trials,
+        max_trials: at most this many,
+        budget_s: stop once this much time is spent,
+        target_spread: or once the relative spread is below this.
         flush_l2: write a buffer twice the L2 size before each trial, so no trial reads a warm cache.
 
     Returns:

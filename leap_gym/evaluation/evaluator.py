@@ -17,9 +17,9 @@ from typing import Any, Callable
 
 from leap_gym.backends.base import BackendUnavailable, get_backend
 from leap_gym.evaluation.languages import prepare
-from leap_gym.kernelbench.answer import BUILD_TIMEOUT_S
 from leap_gym.evaluation.parse import ParsedResponse
 from leap_gym.evaluation.pipeline import EvalConfig, EvalJob, finish
+from leap_gym.kernelbench.answer import BUILD_TIMEOUT_S
 from leap_gym.result import RUNTIME_ERROR, TIMEOUT, EvalResult
 from leap_gym.tasks import Task
 
@@ -167,7 +167,8 @@ class Evaluator:
         from leap_gym.backends.cpu_checked import describe_memory_error
 
         job = replace(self.job_for(task, parsed, checked=True), trials=1)
-        outcome = self._get_pool(checked=True).run("leap_gym.evaluation.languages:run_job", job, timeout=self.config.timeout_s * 2)
+        outcome = self._get_pool(checked=True).run("leap_gym.evaluation.languages:run_job", job,
+                                                   timeout=self.config.timeout_s * 2)
         report = describe_memory_error(outcome.stderr_tail, parsed.cuda) if not outcome.ok else ""
         if report:
             result.detail = "out_of_bounds"

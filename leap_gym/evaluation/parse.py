@@ -1,6 +1,6 @@
 """Response parsing: the model's whole answer text to one ``cuda`` block and one ``python`` block.
 
-The format (DESIGN.md, "The action"): one fenced ```cuda block holding ``extern "C" __global__``
+The format (docs/environment/response-format.md): one fenced ```cuda block holding ``extern "C" __global__``
 kernels and any ``__device__`` helpers, and one fenced ```python block defining
 ``class ModelNew(nn.Module)``. A task that ships a default wrapper accepts the ```cuda block alone
 (the short form). Text outside the blocks is ignored.
@@ -414,8 +414,9 @@ def parse_response(text: str, wrapper: str = "") -> ParsedResponse:
     if "\x00" in cuda:
         raise FormatError("the ```cuda block contains a NUL character", line=cuda_block.first_line, expected=expected)
     if not has_extern_c_kernel(cuda):
+        has_global = "__global__" in strip_comments(cuda, blank_strings=True)
         what = ("its __global__ kernels are not declared extern \"C\" (C linkage keeps the names that "
-                "kernels.<name> uses)") if "__global__" in strip_comments(cuda, blank_strings=True) else "it has no __global__ kernel"
+                "kernels.<name> uses)") if has_global else "it has no __global__ kernel"
         raise FormatError(f"the ```cuda block (response line {cuda_block.first_line}) has no `extern \"C\" "
                           f"__global__` kernel: {what}", line=cuda_block.first_line, expected=expected)
     if python_blocks:

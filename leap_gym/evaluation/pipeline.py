@@ -15,14 +15,22 @@ from typing import Any
 
 import torch
 
-from leap_gym.evaluation import correctness, hostile
 from leap_gym.backends.base import Backend, KernelRuntimeError, get_backend
 from leap_gym.backends.nvrtc import compile_cuda
+from leap_gym.evaluation import correctness, hostile
 from leap_gym.evaluation.kernels import Kernels, LaunchError, parse_kernel_signatures
 from leap_gym.evaluation.parse import FormatError, ParsedResponse, parse_response
-from leap_gym.result import (COMPILE_ERROR, COMPILED, CORRECT, FORMAT_ERROR, RUNTIME_ERROR,
-                             WRONG_OUTPUT, EvalResult, Timing)
 from leap_gym.evaluation.static_check import check_python_block
+from leap_gym.result import (
+    COMPILE_ERROR,
+    COMPILED,
+    CORRECT,
+    FORMAT_ERROR,
+    RUNTIME_ERROR,
+    WRONG_OUTPUT,
+    EvalResult,
+    Timing,
+)
 from leap_gym.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -302,7 +310,9 @@ def run_trials(job: EvalJob, backend: Backend, kernels: Any, model_new_cls: type
     allowed = set(job.allowed_ops) | set(task.allowed_torch_ops)
     main, shape = references if references is not None else hostile.reference_phase(job, backend)
     launch_counts = counter.counts if counter is not None else kernels.launches
-    launch_total = (lambda: sum(launch_counts.values()))
+    def launch_total() -> int:
+        return sum(launch_counts.values())
+
     read_guard = counter is not None  # the Numba path converts tensors (numpy) inside its launches
     torch.manual_seed(job.seed)
     model_new = model_new_cls(*main.init_inputs).to(device)
@@ -375,7 +385,8 @@ def run_trials(job: EvalJob, backend: Backend, kernels: Any, model_new_cls: type
                 "timing_tampered", "forward behaved differently while timed (fewer kernel launches, or state "
                 "changed): it must do the same work on every call"))
         result.timing = Timing(kernel_ms, kernel_spread, ref_ms, ref_spread, n)
-        if hasattr(backend, "profile") and getattr(counter, "inner", None) is not None:  # per-kernel time, occupancy and bandwidth where a GPU can tell
+        # per-kernel time, occupancy and bandwidth where a GPU can tell
+        if hasattr(backend, "profile") and getattr(counter, "inner", None) is not None:
             from leap_gym.backends.cuda import achieved_bandwidth_gbps, apply_profile, tensor_bytes
 
             with torch.no_grad():

@@ -4,7 +4,7 @@ Each response is a whole Numba-form response (see `leap_gym.integrations.numba_k
 with ``@cuda.jit`` kernels and ``ModelNew``. `simulator_task` shrinks a task so that Numba's CUDA
 simulator (one Python thread per CUDA thread) judges it in about a second.
 
-Example:
+Examples:
     >>> from leap_gym.integrations.numba_examples import NUMBA_RESPONSES
     >>> sorted(NUMBA_RESPONSES)[:3]
     ['level1/add', 'level1/leaky_relu', 'level1/matmul']

@@ -52,8 +52,8 @@ from typing import Any
 import torch
 
 from leap_gym.evaluation.parse import MAX_RESPONSE_CHARS, FormatError, ParsedResponse
-from leap_gym.result import COMPILE_ERROR, COMPILED, FORMAT_ERROR, RUNTIME_ERROR, EvalResult, KernelResources
 from leap_gym.evaluation.static_check import ALLOWED_IMPORTS, PythonChecker
+from leap_gym.result import COMPILE_ERROR, COMPILED, FORMAT_ERROR, RUNTIME_ERROR, EvalResult, KernelResources
 
 NUMBA_MODULES = frozenset({"numba", "numba.cuda"})
 _IMPORTS_NUMBA_RE = re.compile(r"^[ \t]*(?:from[ \t]+numba\b|import[ \t]+numba\b)", re.MULTILINE)
@@ -354,9 +354,9 @@ def run_numba_job(job: Any) -> EvalResult:
     Args:
         job: an `EvalJob` whose ``cuda`` is empty and whose ``python`` is the Numba block.
     """
-    from leap_gym.evaluation import correctness
     from leap_gym.backends.base import KernelRuntimeError, get_backend
-    from leap_gym.evaluation.pipeline import PYTHON_BLOCK_NAME, run_trials, user_traceback, record_runtime_error
+    from leap_gym.evaluation import correctness
+    from leap_gym.evaluation.pipeline import PYTHON_BLOCK_NAME, record_runtime_error, run_trials, user_traceback
 
     start = time.perf_counter()
     result = EvalResult(COMPILED, task_id=job.task.id, backend=job.backend)

@@ -13,7 +13,7 @@ example what an LLM proposed earlier). Their outcomes are deterministic, so resu
 (task, size, backend, response) in an `EvalCache`, optionally saved to a JSON file and filled
 ahead of time with `precompute`.
 
-Example:
+Examples:
     >>> from leap_gym.integrations.sb3 import make_candidate_env
     >>> env = make_candidate_env(["level1/relu"], backend="compile-only", num_candidates=4, max_turns=1)
     >>> obs, info = env.reset(seed=0)
@@ -341,8 +341,15 @@ def make_candidate_env(tasks: list[str] | list[Task] | str = "builtin", backend:
 
     Args:
         tasks: task ids, `Task` objects, or ``"builtin"`` (every built-in task).
-        backend, max_turns, reward, **env_kwargs: passed to the environment.
-        num_candidates, seed, shuffle, candidates, cache: passed to `CandidateChoiceEnv`.
+        backend: passed to the environment.
+        num_candidates: passed to `CandidateChoiceEnv`.
+        max_turns: passed to the environment.
+        reward: passed to the environment.
+        seed: passed to `CandidateChoiceEnv`.
+        shuffle: passed to `CandidateChoiceEnv`.
+        candidates: passed to `CandidateChoiceEnv`.
+        cache: passed to `CandidateChoiceEnv`.
+        **env_kwargs: passed to the environment.
     """
     if isinstance(tasks, list) and tasks and isinstance(tasks[0], str):
         env = gym.make("KernelDebugEnv-v0", task_ids=tasks, backend=backend, max_turns=max_turns, reward=reward,

@@ -32,8 +32,8 @@ from typing import Any
 
 import torch
 
-from leap_gym.result import COMPILE_ERROR, COMPILED, RUNTIME_ERROR, EvalResult, KernelResources
 from leap_gym.integrations.triton_check import kernel_names
+from leap_gym.result import COMPILE_ERROR, COMPILED, RUNTIME_ERROR, EvalResult, KernelResources
 
 INSTALL_HINT = "Triton responses need triton: pip install 'leap-gym[triton]' (triton>=3.9)"
 #: Exceptions of Triton's compiler (triton.compiler.errors), by name: a COMPILE_ERROR.
@@ -254,8 +254,14 @@ def run_triton_job(job: Any) -> EvalResult:
     """
     from leap_gym.backends.base import KernelRuntimeError, get_backend
     from leap_gym.evaluation import correctness, hostile
-    from leap_gym.evaluation.pipeline import (PYTHON_BLOCK_NAME, check_environment, finish, record_runtime_error,
-                                              run_trials, user_traceback)
+    from leap_gym.evaluation.pipeline import (
+        PYTHON_BLOCK_NAME,
+        check_environment,
+        finish,
+        record_runtime_error,
+        run_trials,
+        user_traceback,
+    )
 
     start = time.perf_counter()
     result = EvalResult(COMPILED, task_id=job.task.id, backend=job.backend, answer_format="triton")

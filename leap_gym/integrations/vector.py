@@ -9,7 +9,7 @@ the first charset character. Importing this module registers a shared-memory lay
 each environment's slot is ``max_length + 1`` int32 values, the length and then the code points
 (text longer than the space's `max_length` is cut).
 
-Example:
+Examples:
     >>> import gymnasium as gym
     >>> import leap_gym.integrations.vector
     >>> envs = gym.make_vec("KernelDebugEnv-v0", num_envs=2, vectorization_mode="sync", backend="compile-only",

@@ -60,7 +60,7 @@ class FeedbackFormatWrapper(gym.Wrapper):
         style: ``"json"``, ``"short"`` or ``"text"``.
         max_errors: error lines kept in the JSON form.
 
-    Example:
+    Examples:
         >>> import json
         >>> import gymnasium as gym
         >>> import leap_gym
@@ -121,7 +121,7 @@ class RewardShapingWrapper(gym.Wrapper):
         turn_penalty: subtracted on every turn (pressure to finish early).
         fn: instead of the above, ``fn(reward, result, info) -> float`` gives the shaped reward.
 
-    Example:
+    Examples:
         >>> import gymnasium as gym
         >>> import leap_gym
         >>> from leap_gym.integrations.wrappers import RewardShapingWrapper
@@ -180,7 +180,7 @@ class TaskCurriculumWrapper(gym.Wrapper):
         start_levels: levels unlocked at the start (default: the lowest).
         new_level_weight: sampling weight of the newest level's tasks relative to older ones.
 
-    Example:
+    Examples:
         >>> import gymnasium as gym
         >>> import leap_gym
         >>> from leap_gym.integrations.wrappers import TaskCurriculumWrapper
@@ -277,7 +277,7 @@ class KernelLanguageWrapper(gym.Wrapper):
         env: a `KernelDebugEnv` (or a wrapper of one).
         language: ``"triton"`` or ``"numba"`` (``"cuda"`` leaves the prompt unchanged).
 
-    Example:
+    Examples:
         >>> import gymnasium as gym
         >>> import leap_gym
         >>> from leap_gym.integrations.wrappers import KernelLanguageWrapper

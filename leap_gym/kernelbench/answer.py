@@ -28,13 +28,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leap_gym.evaluation.kernels import parse_kernel_signatures
-from leap_gym.evaluation.parse import strip_comments
-from leap_gym.kernelbench.host import (Declarations, Untranslatable, function_header, translate_declarations,
-                                       translate_function)
+from leap_gym.evaluation.parse import ParsedResponse, python_only_block, strip_comments
+from leap_gym.kernelbench.host import (
+    Declarations,
+    Untranslatable,
+    function_header,
+    translate_declarations,
+    translate_function,
+)
 from leap_gym.kernelbench.names import HostCompileError
-from leap_gym.kernelbench.templates import instantiate_template
 from leap_gym.kernelbench.runtime import C_HELPERS
-from leap_gym.evaluation.parse import ParsedResponse, python_only_block
+from leap_gym.kernelbench.templates import instantiate_template
 
 #: Said once in the feedback of an answer in this format.
 NATIVE_IS_CHEAPER = ("answered in KernelBench's load_inline format; the native format (a ```cuda block of extern "
@@ -513,7 +517,8 @@ def _refused_includes(ext: Extension, converted: bool) -> list[str]:
             name = match.group(1).strip() if match else ""
             dropped = HOST_HEADER_RE.match(name) or converted and LIBRARY_HEADER_RE.match(name)
             kept.append("" if match and dropped and ".." not in name else line)
-        problems += [f"{label} line {v.line}: {v.text}: {v.message}" for v in find_include_violations("\n".join(kept), include_dirs())]
+        problems += [f"{label} line {v.line}: {v.text}: {v.message}"
+                     for v in find_include_violations("\n".join(kept), include_dirs())]
     return problems
 
 

@@ -90,8 +90,8 @@ def run_extension_job(job: Any) -> Any:
     """
     import time
 
-    from leap_gym.evaluation import hostile, pipeline
     from leap_gym.backends.base import get_backend
+    from leap_gym.evaluation import hostile, pipeline
     from leap_gym.result import COMPILE_ERROR, RUNTIME_ERROR, EvalResult
 
     start = time.perf_counter()

@@ -79,7 +79,7 @@ def report_data(runs: list[RunData], budget_bytes: int = DEFAULT_BUDGET_BYTES) -
                     "steps": run.steps, "groups": groups, "groups_total": len(run.groups),
                     "sampled_per_step": per_step})
     labels = [r["label"] for r in out]
-    for i, r in enumerate(out):  # two runs named alike stay apart in legends and menus
+    for r in out:  # two runs named alike stay apart in legends and menus
         if labels.count(r["label"]) > 1:
             r["label"] = f"{r['label']} ({Path(r['path']).name})"
     return {"generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "runs": out}

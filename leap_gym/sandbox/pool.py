@@ -58,9 +58,24 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from leap_gym.cache import default_cache_dir
-from leap_gym.sandbox.host import (ReplyTooBig, ReplyUnpickler, TransportTimeout, UidLease, Worker, clear_dir,
-                                    exit_text, has_strays, needed_paths, recv, send, share_with_group, split_code,
-                                    unreachable_ancestor, device_groups, remove_stale_bases)
+from leap_gym.sandbox.host import (
+    ReplyTooBig,
+    ReplyUnpickler,
+    TransportTimeout,
+    UidLease,
+    Worker,
+    clear_dir,
+    device_groups,
+    exit_text,
+    has_strays,
+    needed_paths,
+    recv,
+    remove_stale_bases,
+    send,
+    share_with_group,
+    split_code,
+    unreachable_ancestor,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +86,7 @@ MiB = 1 << 20
 DEFAULT_ENV_ALLOW: tuple[str, ...] = (
     "LEAP_GYM_CACHE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
     "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CC", "CXX", "TZ",
+    "LEAP_GYM_BACKENDS",  # backends registered in the caller (leap_gym.backends.base.register_backend)
 )
 
 FAILURES = ("timeout", "crash", "exception", "oom", "output_flood")
@@ -378,7 +394,8 @@ class WorkerPool:
         from_r, from_w = os.pipe()
         lim = self.limits
         cfg = {
-            "worker_file": str(_WORKER_FILE), "fd_in": to_r, "fd_out": from_w, "sys_path": [p or os.getcwd() for p in sys.path],
+            "worker_file": str(_WORKER_FILE), "fd_in": to_r, "fd_out": from_w,
+            "sys_path": [p or os.getcwd() for p in sys.path],
             "preload": self.preload, "workdir": workdir, "expose": self._expose, "writable_dirs": self.writable_dirs,
             "isolate_network": self.isolate_network, "read_only_fs": self.read_only_fs,
             "isolate_processes": self.isolate_processes,

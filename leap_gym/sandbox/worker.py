@@ -221,7 +221,8 @@ def _confine(cfg: dict[str, Any], notes: list[str]) -> dict[str, Any]:
         closed = [p for p in cfg["expose"] if _unreachable_ancestor(p)]
         if closed:
             drop = False
-            notes.append(f"uid not dropped: {closed[0]} is out of an unprivileged uid's reach without a mount namespace")
+            notes.append(f"uid not dropped: {closed[0]} is out of an unprivileged uid's reach without a mount "
+                         "namespace")
     if drop:
         os.setgroups(cfg.get("groups") or [])  # only the groups that own the GPU device nodes, if any
         os.setgid(cfg["gid"])

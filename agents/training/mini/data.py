@@ -1,8 +1,8 @@
 """LEAP-mini data: the task split, the compact prompts a small policy reads, and its short-form responses.
 
 The mini policy answers level-1 tasks that ship a default wrapper, in the short form (a ```cuda block
-only, DESIGN.md). Its prompt is a compact rendering, not the environment's full prompt, so a model of
-a few million parameters trains and samples fast on a CPU:
+only: docs/environment/response-format.md, "The short form"). Its prompt is a compact rendering, not the
+environment's full prompt, so a model of a few million parameters trains and samples fast on a CPU:
 
     task relu: ReLU: y = max(x, 0), elementwise.
     sig relu_kernel(const float* x, float* y, int n)
@@ -23,10 +23,9 @@ import random
 import re
 from dataclasses import dataclass, field
 
+from leap_agents.policies.prompts import kernel_name_of, short_id
 from leap_gym.evaluation.parse import parse_response, strip_comments
 from leap_gym.tasks import Task, load_tasks
-
-from leap_agents.policies.prompts import kernel_name_of, short_id
 
 #: End of every response and of every training sequence.
 EOS = "<|eos|>"

@@ -30,16 +30,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-
+from leap_agents.policies.hf import HFPolicy
+from leap_agents.policies.prompts import MiniPrompt, mini_prompt, task_header
+from leap_agents.training.mini.data import (
+    EOS,
+    PAD,
+    Split,
+    as_response,
+    check_split,
+    make_split,
+    mini_tasks,
+    reference_cuda,
+)
+from leap_agents.training.sft import EvalFn, judge_mutants, sft
+from leap_agents.training.tiny import build_qwen2, load_model, save_model, train_tokenizer
 from leap_gym.cache import cache_dir
 from leap_gym.tasks import Task
 from leap_gym.tasks.mutants import DRAFT_OPERATORS, mutants
-
-from leap_agents.policies.hf import HFPolicy
-from leap_agents.policies.prompts import MiniPrompt, mini_prompt, task_header
-from leap_agents.training.mini.data import EOS, PAD, Split, as_response, check_split, make_split, mini_tasks, reference_cuda
-from leap_agents.training.sft import EvalFn, judge_mutants, sft
-from leap_agents.training.tiny import build_qwen2, load_model, save_model, train_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +77,9 @@ class WarmupConfig:
     model: MiniModelConfig = field(default_factory=MiniModelConfig)
     mutants_per_task: int = field(default=6, metadata={"help": "mutants evaluated per reference kernel"})
     first_turn_weight: int = field(default=10, metadata={"help": "first-turn examples per task (drafts included)"})
-    draft_correct_rate: float = field(default=0.3, metadata={"help": "share of a task's first-turn examples whose target is the reference; the rest are its draft mutants (1.0: references only)"})
+    draft_correct_rate: float = field(default=0.3, metadata={
+        "help": "share of a task's first-turn examples whose target is the reference; the rest are its draft mutants "
+                "(1.0: references only)"})
     draft_mutants: int = field(default=3, metadata={"help": "structured mutants per task used as buggy first drafts"})
     sft_steps: int = field(default=200, metadata={"help": "SFT optimizer steps"})
     batch_size: int = field(default=16, metadata={"help": "SFT examples per step"})
@@ -151,7 +160,7 @@ def build_examples(tasks: list[Task], split: Split, eval_fn: EvalFn, mutants_per
                 m for m in candidates if m[0] not in DRAFT_OPERATORS]
         judged = judge_mutants(task, refs[0], candidates, eval_fn, as_response)
         judged.count_into(stats)
-        for op, mutated, result in judged.failing:
+        for op, _, result in judged.failing:
             stats["by_op"][op] = stats["by_op"].get(op, 0) + 1
             examples.append(WarmupExample(task_id, "repair", mini_prompt(task, result), as_response(refs[0]), op,
                                           result.status))

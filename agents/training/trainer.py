@@ -24,6 +24,7 @@ from leap_agents.training.metrics import MetricsWriter, summarize
 from leap_agents.policies.hf import HFPolicy, apply_lora
 from leap_agents.training.rollout import RolloutBatch, RolloutEngine
 from leap_agents.training.run_record import trainer_step_records
+from leap_agents.training.sampler import build_sampler, sync_sampler, use_trainer_logprobs
 from leap_agents.training.trajectory import Turn, assign_rewards
 from leap_gym.report import RunRecorder, write_report
 from leap_agents.policies.pretrained import is_pretrained_name
@@ -100,7 +101,8 @@ class LeapTrainer:
         self.optimizer = torch.optim.AdamW(params, lr=config.optim.lr, weight_decay=config.optim.weight_decay)
         self.tracker = DifficultyTracker(config.dcp.ema_alpha)
         self.tasks = tasks if tasks is not None else select_tasks(config)
-        self.engine = RolloutEngine(self.policy, self.tasks, backend=config.backend, config=config.rollout,
+        self.sampler = build_sampler(config, self.policy, self.out)  # the policy itself, or vLLM (model.engine)
+        self.engine = RolloutEngine(self.sampler, self.tasks, backend=config.backend, config=config.rollout,
                                     dcp=config.dcp, tracker=self.tracker, env_kwargs={"reward": config.reward.env_reward})
         self.task_rng = random.Random(config.run.seed)
         self.step = 0
@@ -159,6 +161,7 @@ class LeapTrainer:
         state = json.loads((path / "state.json").read_text())
         self.step = int(state["step"])
         self.tracker.load_state_dict(state["tracker"])
+        sync_sampler(self.sampler, self.policy)
         self.metrics.truncate(self.step)
         if self.log_path.exists():
             lines = [ln for ln in self.log_path.read_text().splitlines() if ln and json.loads(ln)["step"] <= self.step]
@@ -182,6 +185,7 @@ class LeapTrainer:
         metrics = summarize(batch, cfg.rollout.max_turns)
         update_start = time.perf_counter()
         metrics.update(self.update(batch))
+        sync_sampler(self.sampler, self.policy)
         metrics["time_update"] = time.perf_counter() - update_start
         metrics["time_step"] = time.perf_counter() - start
         metrics["reward_mean"] = sum(t.reward for t in batch.trajectories) / max(len(batch.trajectories), 1)
@@ -216,10 +220,14 @@ class LeapTrainer:
                                and not (o.skip_zero_advantage and turn.advantage == 0.0)]
         stats = {"samples": float(len(samples)), "trained_tokens": float(sum(len(s.token_ids) for s in samples)),
                  "loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio_mean": 1.0, "grad_norm": 0.0, "optimizer_steps": 0.0}
+        temperature = self.config.rollout.temperature
+        if self.sampler is not self.policy:  # the ratio's old log-probs: the trainer's, not another engine's
+            stats.update(use_trainer_logprobs(self.policy, samples, temperature, o.micro_batch_size,
+                                              self.config.model.max_logprob_gap, self._autocast,
+                                              self.out / "logprob_gap.jsonl", self.step + 1))
         if not samples:
             return stats
         pad = self.policy.tokenizer.pad_token_id
-        temperature = self.config.rollout.temperature
         rng = random.Random(self.step)
         self.model.train()
         totals = {"loss": 0.0, "clipped": 0.0, "kl": 0.0, "ratio": 0.0, "tokens": 0.0, "grad_norm": 0.0}

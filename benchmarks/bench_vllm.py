@@ -38,12 +38,13 @@ def histories(n: int) -> list[list[dict[str, str]]]:
 
 
 def throughput(policy: object, n: int, max_new_tokens: int) -> tuple[float, int]:
-    """Tokens per second of one batched `generate` of `n` histories, and the tokens sampled."""
+    """Tokens per second of one batched `generate` of `n` histories, and the tokens sampled (printed as it goes)."""
     batch = histories(n)
     start = time.perf_counter()
     gens = policy.generate(batch, temperature=1.0, max_new_tokens=max_new_tokens, seed=0)
     elapsed = time.perf_counter() - start
     tokens = sum(len(g.token_ids) for g in gens)
+    print(f"  {type(policy).__name__:10s} {n:3d} sequences: {tokens} tokens in {elapsed:.1f} s", flush=True)
     return tokens / elapsed, tokens
 
 

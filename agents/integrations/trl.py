@@ -3,8 +3,10 @@
 `LeapRollout` is a `rollout_func` for `trl.GRPOTrainer` (its experimental hook, tested with TRL 1.16:
 ``rollout_func(prompts, trainer) -> {"prompt_ids", "completion_ids", "logprobs", ...}``). For the
 prompts TRL hands to one process (each task prompt repeated `num_generations` times), it runs a
-group of multi-turn episodes of `KernelDebugEnv-v0` per task with the trainer's own model (sampling
-at the trainer's temperature), DCP pruning the refinement turns, and returns each trajectory as one
+group of multi-turn episodes of `KernelDebugEnv-v0` per task, sampling at the trainer's temperature
+with TRL's own vLLM engine where the trainer has one (``GRPOConfig(use_vllm=True)``: the colocated
+``trainer.vllm_generation.llm``, or the ``vllm_client`` of a ``trl vllm-serve`` server, whose weights
+TRL syncs before each rollout) and with the trainer's own model otherwise, DCP pruning the refinement turns, and returns each trajectory as one
 TRL sample: the first turn's prompt, then all its turns as one completion (responses, and between
 them the environment's feedback, which ``env_mask`` keeps out of the loss). The LEAP rank reward
 (`assign_rewards`, scheme ``"leap"``; or ``"kevin"``, ``"single_turn"``) comes back as the extra
@@ -77,8 +79,10 @@ class TokenStreamPolicy(HFPolicy):
     extends the shorter one's text).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, **kwargs: Any):
+    def __init__(self, model: Any, tokenizer: Any, sample_batch: Callable[[list[list[int]], dict[str, Any]],
+                                                                         list[Generation]] | None = None, **kwargs: Any):
         super().__init__(model, tokenizer, max_prompt_tokens=1 << 30, **kwargs)
+        self.sample_batch = sample_batch
         self.streams: dict[tuple[int, int], _Sequence] = {}
         self._before: dict[tuple[int, int], tuple[int, bool]] = {}
         self._key_of_history: dict[int, tuple[int, int]] = {}
@@ -136,8 +140,11 @@ class TokenStreamPolicy(HFPolicy):
         self._key_of_history = {id(h): k for h, k in zip(histories, keys)}
         inputs = [self._continue(k, h) for k, h in zip(keys, histories)]
         out: list[Generation] = []
-        for start in range(0, len(inputs), self.batch_size):
-            out.extend(self._generate_batch(inputs[start:start + self.batch_size], opts))
+        if self.sample_batch is not None:  # TRL's vLLM engine: every stream in one call
+            out = self.sample_batch(inputs, opts)
+        else:
+            for start in range(0, len(inputs), self.batch_size):
+                out.extend(self._generate_batch(inputs[start:start + self.batch_size], opts))
         for key, gen in zip(keys, out):
             self._record(key, gen)
         return out
@@ -165,6 +172,48 @@ class TokenStreamPolicy(HFPolicy):
             self._record(key, gen)
             out.append(gen)
         return out
+
+
+class TRLVLLMSampler:
+    """Samples token prompts with the vLLM engine of a `GRPOTrainer` built with ``use_vllm=True``.
+
+    Colocate mode: ``trainer.vllm_generation.llm`` (a ``vllm.LLM`` in this process, started by TRL with
+    ``logprobs_mode="processed_logprobs"``); server mode: ``trainer.vllm_generation.vllm_client`` (one process only:
+    TRL builds the client on the main process). TRL syncs the trainer's weights into the engine before each rollout.
+    """
+
+    def __init__(self, trainer: Any, tokenizer: Any, eos_ids: set[int]):
+        generation = getattr(trainer, "vllm_generation", None)
+        self.mode = getattr(trainer, "vllm_mode", "colocate")
+        if generation is None:
+            raise ValueError("the trainer has use_vllm=True but no vllm_generation (TRL >= 1.16 builds one)")
+        if self.mode == "server" and trainer.accelerator.num_processes > 1:
+            raise ValueError("LeapRollout with vllm_mode='server' runs in one process (TRL's client lives on the main "
+                             "process); use vllm_mode='colocate' for several processes")
+        self.engine = generation.llm if self.mode == "colocate" else generation.vllm_client
+        self.tokenizer = tokenizer
+        self.eos_ids = eos_ids
+
+    def __call__(self, prompts: list[list[int]], opts: dict[str, Any]) -> list[Generation]:
+        from leap_agents.policies.vllm import sample_logprobs, sampling_params, to_generation
+
+        if not prompts:
+            return []
+        if self.mode == "colocate":
+            outputs = self.engine.generate([{"prompt_token_ids": p} for p in prompts],
+                                           [sampling_params(opts, i, self.eos_ids) for i in range(len(prompts))],
+                                           use_tqdm=False)
+            return [to_generation(self.tokenizer, p, list(o.outputs[0].token_ids), sample_logprobs(o.outputs[0]),
+                                  o.outputs[0].finish_reason) for p, o in zip(prompts, outputs)]
+        temperature = float(opts["temperature"])
+        out = self.engine.generate(prompts=prompts, n=1, temperature=temperature, top_p=float(opts.get("top_p", 1.0)),
+                                   top_k=int(opts.get("top_k") or 0), max_tokens=int(opts["max_new_tokens"]), logprobs=0)
+        gens = []
+        for p, tokens, lps in zip(prompts, out["completion_ids"], out["logprobs"]):
+            tokens = list(tokens)
+            finish = "stop" if tokens and tokens[-1] in self.eos_ids else "length"
+            gens.append(to_generation(self.tokenizer, p, tokens, [row[0] for row in lps], finish))
+        return gens
 
 
 def _tokenizer_of(processing_class: Any) -> Any:
@@ -284,8 +333,11 @@ class LeapRollout:
         seed = int(args.seed) * 1_000_003 + trainer.accelerator.process_index * 7919 + self._calls
         self._calls += 1
         with _unwrapped(trainer) as model:
-            policy = TokenStreamPolicy(model, _tokenizer_of(trainer.processing_class),
+            tokenizer = _tokenizer_of(trainer.processing_class)
+            policy = TokenStreamPolicy(model, tokenizer,
                                        batch_size=max(1, args.per_device_train_batch_size * args.steps_per_generation))
+            if getattr(trainer, "use_vllm", False):
+                policy.sample_batch = TRLVLLMSampler(trainer, tokenizer, policy.eos_ids)
             engine.policy = policy
             try:
                 batch = engine.run(heads, seed=seed, desc="leap-rollout")

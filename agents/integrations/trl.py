@@ -6,7 +6,8 @@ prompts TRL hands to one process (each task prompt repeated `num_generations` ti
 group of multi-turn episodes of `KernelDebugEnv-v0` per task, sampling at the trainer's temperature
 with TRL's own vLLM engine where the trainer has one (``GRPOConfig(use_vllm=True)``: the colocated
 ``trainer.vllm_generation.llm``, or the ``vllm_client`` of a ``trl vllm-serve`` server, whose weights
-TRL syncs before each rollout) and with the trainer's own model otherwise, DCP pruning the refinement turns, and returns each trajectory as one
+TRL syncs before each rollout) and with the trainer's own model otherwise, DCP pruning the refinement turns,
+and returns each trajectory as one
 TRL sample: the first turn's prompt, then all its turns as one completion (responses, and between
 them the environment's feedback, which ``env_mask`` keeps out of the loss). The LEAP rank reward
 (`assign_rewards`, scheme ``"leap"``; or ``"kevin"``, ``"single_turn"``) comes back as the extra

@@ -14,7 +14,8 @@ import textwrap
 
 import pytest
 
-from leap_gym.backends.cpu import checked_worker_env, describe_memory_error, find_compiler
+from leap_gym.backends.cpu import find_compiler
+from leap_gym.backends.cpu_checked import checked_worker_env, describe_memory_error
 
 pytestmark = pytest.mark.skipif(find_compiler() is None or not checked_worker_env(),
                                 reason="needs a host C++ compiler with AddressSanitizer (libasan)")

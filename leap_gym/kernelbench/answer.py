@@ -28,12 +28,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leap_gym.evaluation.kernels import parse_kernel_signatures, strip_comments
-from leap_gym.kernelbench.host import (Declarations, Untranslatable, function_header, translate_declarations,
-                                       translate_function)
-from leap_gym.kernelbench.names import HostCompileError
-from leap_gym.kernelbench.templates import instantiate_template
-from leap_gym.kernelbench.runtime import C_HELPERS
 from leap_gym.evaluation.parse import ParsedResponse, python_only_block
+from leap_gym.kernelbench.host import (
+    Declarations,
+    Untranslatable,
+    function_header,
+    translate_declarations,
+    translate_function,
+)
+from leap_gym.kernelbench.names import HostCompileError
+from leap_gym.kernelbench.runtime import C_HELPERS
+from leap_gym.kernelbench.templates import instantiate_template
 
 #: Said once in the feedback of an answer in this format.
 NATIVE_IS_CHEAPER = ("answered in KernelBench's load_inline format; the native format (a ```cuda block of extern "

@@ -29,11 +29,22 @@ import re
 from dataclasses import dataclass, field
 
 from leap_gym.evaluation.kernels import KernelSignature
-from leap_gym.kernelbench.names import (CONSTANTS, CTYPES, DEVICE_ATTRIBUTES, DTYPES, FLOAT_TYPES, GUARD_TYPES,
-                                        INT_TYPES, HostCompileError, TorchApiNames, Untranslatable, Value,
-                                        arithmetic_type, strip_namespace)
+from leap_gym.kernelbench.names import (
+    CONSTANTS,
+    CTYPES,
+    DEVICE_ATTRIBUTES,
+    DTYPES,
+    FLOAT_TYPES,
+    GUARD_TYPES,
+    INT_TYPES,
+    HostCompileError,
+    TorchApiNames,
+    Untranslatable,
+    Value,
+    arithmetic_type,
+    strip_namespace,
+)
 from leap_gym.kernelbench.templates import TemplateStatements, split_params
-
 
 _TYPE_WORDS = {"const", "constexpr", "static", "volatile", "unsigned", "signed", "__restrict__", "register"}
 _TOKEN_RE = re.compile(r"""

@@ -72,7 +72,8 @@ DTYPES = {"kFloat": "float32", "kFloat32": "float32", "kDouble": "float64", "kFl
            "kHalf": "float16", "kFloat16": "float16", "kBFloat16": "bfloat16", "kInt": "int32", "kInt32": "int32",
            "kLong": "int64", "kInt64": "int64", "kShort": "int16", "kInt16": "int16", "kByte": "uint8",
            "kUInt8": "uint8", "kChar": "int8", "kInt8": "int8", "kBool": "bool"}
-CONSTANTS = {"__FILE__": '"kernel.cu"', "__LINE__": "0", "__func__": '"host"', "INFINITY": "math.inf", "NAN": "math.nan", "FLT_MAX": "3.4028234663852886e+38",
+CONSTANTS = {"__FILE__": '"kernel.cu"', "__LINE__": "0", "__func__": '"host"',
+             "INFINITY": "math.inf", "NAN": "math.nan", "FLT_MAX": "3.4028234663852886e+38",
               "FLT_MIN": "1.1754943508222875e-38", "INT_MAX": "2147483647", "INT_MIN": "(-2147483648)",
               "M_PI": "math.pi"}
 #: What ``cudaDeviceGetAttribute`` answers for the attributes a launch configuration reads (the

@@ -44,7 +44,7 @@ class RolloutConfig:
                 "gives a from-scratch model a learning signal)"})
     memo: bool = field(default=True, metadata={
         "help": "judge a response identical to one already judged for the same task once (a small policy repeats "
-                "itself; the hits are counted)"})
+                "itself; the hits are counted); not when env_kwargs names an evaluator of its own"})
     progress_bar: bool = field(default=True, metadata={"help": "show a tqdm progress bar with the live pass rate"})
 
 
@@ -118,7 +118,7 @@ class RolloutEngine:
                 self._envs.append(self.env_factory())
                 continue
             kwargs = dict(self.env_kwargs)
-            if self.config.memo:
+            if self.config.memo and "evaluator" not in kwargs:  # an evaluator given (a Ray pool) is used as is
                 if self._memo is None:
                     fields = {f.name for f in dataclasses.fields(EvalConfig)}
                     self._memo = CachingEvaluator(shared_evaluator(EvalConfig(

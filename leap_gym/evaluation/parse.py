@@ -34,7 +34,9 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 MAX_RESPONSE_CHARS = 256 * 1024
 
@@ -447,3 +449,59 @@ def python_only_block(text: str) -> tuple[str, int] | None:
     if cuda or len(python) != 1:
         return None
     return textwrap.dedent(python[0].text), python[0].first_line
+
+
+# -- kernel languages written as one python block (Numba, Triton) ------------------------------------
+
+
+def response_blocks(text: str) -> list[_Block]:
+    """The fenced blocks of a response's visible text (thinking sections dropped)."""
+    visible, _ = strip_thinking(normalise(text))
+    return scan_blocks(visible)
+
+
+def check_kernel_module(source: str, violations: Callable[[ast.Module], list[Any]], kernels: Callable[[str], list[str]],
+                        language: str, decorator: str, layout: str, rules: str) -> None:
+    """The static check of a python block holding a kernel language's kernels and `ModelNew`.
+
+    Args:
+        violations: the language's checker: the refused constructs of the parsed block, each with its ``line``.
+        kernels: the names of the block's top-level kernels.
+        language, decorator: e.g. ``"Triton"`` and ``"@triton.jit"``, for the messages.
+        layout, rules: the expected layout (shown when the block does not parse or has no kernel) and the rules
+            (shown under refused constructs).
+
+    Raises:
+        FormatError: naming each refused construct with its line, or the missing kernel.
+    """
+    try:
+        tree = ast.parse(source, filename="python block")
+    except SyntaxError as exc:
+        raise FormatError(f"the ```python block does not parse: SyntaxError: {exc.msg} at line {exc.lineno}",
+                          line=exc.lineno, expected=layout) from None
+    found = violations(tree)
+    if found:
+        shown = "\n".join(f"  {v}" for v in found[:5])
+        more = f"\n  ... and {len(found) - 5} more" if len(found) > 5 else ""
+        raise FormatError(f"the ```python block uses {len(found)} refused construct(s):\n{shown}{more}",
+                          line=found[0].line, expected=rules)
+    if not kernels(source):
+        raise FormatError(f"the {language} ```python block defines no {decorator} kernel at its top level", expected=layout)
+
+
+def parse_kernel_module(text: str, language: str, decorator: str, layout: str,
+                        check: Callable[[str], None]) -> ParsedResponse:
+    """The one python block of a kernel language's response, checked by `check`, with an empty ``cuda`` block.
+
+    Raises:
+        FormatError: two python blocks, a block that does not parse or lacks ModelNew, or what `check` refuses.
+    """
+    python_blocks = [b for b in response_blocks(text) if b.lang == "python"]
+    if len(python_blocks) != 1:
+        raise FormatError(f"found {len(python_blocks)} ```python blocks; a {language} response is ONE ```python block "
+                          f"with the {decorator} kernels and class ModelNew", expected=layout)
+    block = python_blocks[0]
+    source = check_python(block, layout)
+    check(source)
+    return ParsedResponse(cuda="", python=source, used_default_wrapper=False, cuda_first_line=0,
+                          python_first_line=block.first_line)

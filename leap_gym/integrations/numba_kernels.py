@@ -51,6 +51,7 @@ from typing import Any
 
 import torch
 
+from leap_gym.evaluation import parse
 from leap_gym.evaluation.parse import MAX_RESPONSE_CHARS, FormatError, ParsedResponse
 from leap_gym.evaluation.static_check import ALLOWED_IMPORTS, PythonChecker
 from leap_gym.result import COMPILE_ERROR, COMPILED, FORMAT_ERROR, RUNTIME_ERROR, EvalResult, KernelResources
@@ -103,13 +104,6 @@ def imports_numba(source: str) -> bool:
     return bool(_IMPORTS_NUMBA_RE.search(source))
 
 
-def _blocks(text: str) -> list[Any]:
-    from leap_gym.evaluation import parse
-
-    visible, _ = parse.strip_thinking(parse.normalise(text))
-    return parse.scan_blocks(visible)
-
-
 def is_numba_response(response: Any) -> bool:
     """Whether a response is in the Numba form: no ```cuda block, a ```python block importing numba.
 
@@ -119,7 +113,7 @@ def is_numba_response(response: Any) -> bool:
         return not response.cuda.strip() and imports_numba(response.python)
     if not isinstance(response, str) or len(response) > MAX_RESPONSE_CHARS or "numba" not in response:
         return False
-    blocks = _blocks(response)
+    blocks = parse.response_blocks(response)
     if any(b.lang == "cuda" for b in blocks):
         return False
     return any(b.lang == "python" and imports_numba(b.text) for b in blocks)
@@ -188,25 +182,13 @@ def kernel_names(source: str) -> list[str]:
 
 
 def check_numba_block(source: str) -> None:
-    """The static check of a Numba python block (the CUDA python-block rules plus numba).
+    """The static check of a Numba python block (the CUDA python-block rules plus Numba's API).
 
     Raises:
         FormatError: naming each refused construct with its line, then `NUMBA_RULES`.
     """
-    try:
-        tree = ast.parse(source, filename="python block")
-    except SyntaxError as exc:
-        raise FormatError(f"the ```python block does not parse: SyntaxError: {exc.msg} at line {exc.lineno}",
-                          line=exc.lineno, expected=numba_layout()) from None
-    violations = _NumbaChecker(tree).run()
-    if violations:
-        shown = "\n".join(f"  {v}" for v in violations[:5])
-        more = f"\n  ... and {len(violations) - 5} more" if len(violations) > 5 else ""
-        raise FormatError(f"the ```python block uses {len(violations)} refused construct(s):\n{shown}{more}",
-                          line=violations[0].line, expected=NUMBA_RULES)
-    if not kernel_names(source):
-        raise FormatError("the Numba ```python block defines no @cuda.jit kernel at its top level",
-                          expected=numba_layout())
+    parse.check_kernel_module(source, lambda tree: _NumbaChecker(tree).run(), kernel_names, "Numba", "@cuda.jit",
+                              numba_layout(), NUMBA_RULES)
 
 
 def parse_numba_response(text: str) -> ParsedResponse:
@@ -216,17 +198,7 @@ def parse_numba_response(text: str) -> ParsedResponse:
         FormatError: two python blocks, a block that does not parse or lacks ModelNew, a refused
             construct, or no ``@cuda.jit`` kernel; the message shows the Numba layout.
     """
-    from leap_gym.evaluation import parse
-
-    python_blocks = [b for b in _blocks(text) if b.lang == "python"]
-    if len(python_blocks) != 1:
-        raise FormatError(f"found {len(python_blocks)} ```python blocks; a Numba response is ONE ```python block "
-                          "with the @cuda.jit kernels and class ModelNew", expected=numba_layout())
-    block = python_blocks[0]
-    source = parse.check_python(block, numba_layout())
-    check_numba_block(source)
-    return ParsedResponse(cuda="", python=source, used_default_wrapper=False, cuda_first_line=0,
-                          python_first_line=block.first_line)
+    return parse.parse_kernel_module(text, "Numba", "@cuda.jit", numba_layout(), check_numba_block)
 
 
 def prepare_numba(task: Any, response: str) -> ParsedResponse | EvalResult:

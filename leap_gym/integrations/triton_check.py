@@ -22,6 +22,7 @@ import builtins
 import re
 from typing import Any
 
+from leap_gym.evaluation import parse
 from leap_gym.evaluation.parse import MAX_RESPONSE_CHARS, FormatError, ParsedResponse
 from leap_gym.evaluation.static_check import ALLOWED_IMPORTS, PythonChecker
 from leap_gym.result import FORMAT_ERROR, EvalResult
@@ -87,13 +88,6 @@ def imports_triton(source: str) -> bool:
     return bool(_IMPORTS_TRITON_RE.search(source))
 
 
-def _blocks(text: str) -> list[Any]:
-    from leap_gym.evaluation import parse
-
-    visible, _ = parse.strip_thinking(parse.normalise(text))
-    return parse.scan_blocks(visible)
-
-
 def is_triton_response(response: Any) -> bool:
     """Whether a response is in the Triton form: no ```cuda block, a ```python block importing triton.
 
@@ -103,7 +97,7 @@ def is_triton_response(response: Any) -> bool:
         return not response.cuda.strip() and imports_triton(response.python)
     if not isinstance(response, str) or len(response) > MAX_RESPONSE_CHARS or "triton" not in response:
         return False
-    blocks = _blocks(response)
+    blocks = parse.response_blocks(response)
     if any(b.lang == "cuda" for b in blocks):
         return False
     return any(b.lang == "python" and imports_triton(b.text) for b in blocks)
@@ -307,20 +301,8 @@ def check_triton_block(source: str) -> None:
     Raises:
         FormatError: naming each refused construct with its line, then `TRITON_RULES`.
     """
-    try:
-        tree = ast.parse(source, filename="python block")
-    except SyntaxError as exc:
-        raise FormatError(f"the ```python block does not parse: SyntaxError: {exc.msg} at line {exc.lineno}",
-                          line=exc.lineno, expected=triton_layout()) from None
-    violations = _TritonChecker(tree).run()
-    if violations:
-        shown = "\n".join(f"  {v}" for v in violations[:5])
-        more = f"\n  ... and {len(violations) - 5} more" if len(violations) > 5 else ""
-        raise FormatError(f"the ```python block uses {len(violations)} refused construct(s):\n{shown}{more}",
-                          line=violations[0].line, expected=TRITON_RULES)
-    if not kernel_names(source):
-        raise FormatError("the Triton ```python block defines no @triton.jit kernel at its top level",
-                          expected=triton_layout())
+    parse.check_kernel_module(source, lambda tree: _TritonChecker(tree).run(), kernel_names, "Triton", "@triton.jit",
+                              triton_layout(), TRITON_RULES)
 
 
 def parse_triton_response(text: str) -> ParsedResponse:
@@ -330,17 +312,7 @@ def parse_triton_response(text: str) -> ParsedResponse:
         FormatError: two python blocks, a block that does not parse or lacks ModelNew, a refused
             construct, or no ``@triton.jit`` kernel; the message shows the Triton layout.
     """
-    from leap_gym.evaluation import parse
-
-    python_blocks = [b for b in _blocks(text) if b.lang == "python"]
-    if len(python_blocks) != 1:
-        raise FormatError(f"found {len(python_blocks)} ```python blocks; a Triton response is ONE ```python block "
-                          "with the @triton.jit kernels and class ModelNew", expected=triton_layout())
-    block = python_blocks[0]
-    source = parse.check_python(block, triton_layout())
-    check_triton_block(source)
-    return ParsedResponse(cuda="", python=source, used_default_wrapper=False, cuda_first_line=0,
-                          python_first_line=block.first_line)
+    return parse.parse_kernel_module(text, "Triton", "@triton.jit", triton_layout(), check_triton_block)
 
 
 def prepare_triton(task: Any, response: str) -> ParsedResponse | EvalResult:

@@ -133,6 +133,18 @@ def _load_python_block(job: EvalJob, kernels: Any) -> tuple[type, dict[str, Any]
 
 
 
+def reference_outputs(job: EvalJob, backend: Backend, result: EvalResult) -> Any | None:
+    """The task's reference outputs (`hostile.reference_phase`), or `None` with `result` saying that the task's own
+    code failed: not the response's fault."""
+    try:
+        return hostile.reference_phase(job, backend)
+    except Exception as exc:
+        result.status, result.detail = RUNTIME_ERROR, "reference_error"
+        result.message = f"the task's reference Model failed: {type(exc).__name__}: {exc}".splitlines()[0][:500]
+        result.errors = [result.message]
+        return None
+
+
 def run_cuda_job(job: EvalJob) -> EvalResult:
     """Compile, load, run and check one response (runs inside a worker process).
 
@@ -158,12 +170,8 @@ def run_cuda_job(job: EvalJob) -> EvalResult:
         result.message = f"compiled for {job.arch}; the {backend.name} backend does not run kernels"
         return finish(result, start)
     signatures = parse_kernel_signatures(job.cuda)
-    try:
-        references = hostile.reference_phase(job, backend)
-    except Exception as exc:  # the task's own code failed: not the response's fault
-        result.status, result.detail = RUNTIME_ERROR, "reference_error"
-        result.message = f"the task's reference Model failed: {type(exc).__name__}: {exc}".splitlines()[0][:500]
-        result.errors = [result.message]
+    references = reference_outputs(job, backend, result)
+    if references is None:
         return finish(result, start)
     environment = hostile.EnvironmentSnapshot()
     launcher = None

@@ -259,6 +259,7 @@ def run_triton_job(job: Any) -> EvalResult:
         check_environment,
         finish,
         record_runtime_error,
+        reference_outputs,
         run_trials,
         user_traceback,
     )
@@ -275,12 +276,8 @@ def run_triton_job(job: Any) -> EvalResult:
         return finish(result, start)
     references = None
     if backend.runs_kernels:
-        try:
-            references = hostile.reference_phase(job, backend)
-        except Exception as exc:  # the task's own code failed: not the response's fault
-            result.status, result.detail = RUNTIME_ERROR, "reference_error"
-            result.message = f"the task's reference Model failed: {type(exc).__name__}: {exc}".splitlines()[0][:500]
-            result.errors = [result.message]
+        references = reference_outputs(job, backend, result)
+        if references is None:
             return finish(result, start)
     environment = hostile.EnvironmentSnapshot()
     registry: TritonLaunches | None = None

@@ -151,11 +151,11 @@ class TokenStreamPolicy(HFPolicy):
         return out
 
     @torch.no_grad()
-    def score(self, histories: Sequence[History], responses: Sequence[str],
-              temperature: float = 1.0) -> list[Generation]:
+    def score(self, histories: Sequence[History], responses: Sequence[str], temperature: float = 1.0,
+              meta: Sequence[dict[str, Any]] | None = None) -> list[Generation]:
         """Replace the latest generations of these histories' trajectories by `responses` (off-policy guidance,
         `RolloutConfig.guide_prob`), scored with this policy's log-probs; the histories are those just given
-        to `generate`."""
+        to `generate` (which tells the trajectory; `meta` is not needed)."""
         out = []
         for history, text in zip(histories, responses):
             key = self._key_of_history.get(id(history))

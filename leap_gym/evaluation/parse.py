@@ -460,6 +460,17 @@ def response_blocks(text: str) -> list[_Block]:
     return scan_blocks(visible)
 
 
+def is_kernel_module_response(response: Any, module: str, imports: Callable[[str], bool]) -> bool:
+    """Whether a response is in a kernel language's form: no ```cuda block, a ```python block importing `module`
+    (`imports` tells). Accepts the response text or a `ParsedResponse` (one with an empty ``cuda`` block)."""
+    if isinstance(response, ParsedResponse):
+        return not response.cuda.strip() and imports(response.python)
+    if not isinstance(response, str) or len(response) > MAX_RESPONSE_CHARS or module not in response:
+        return False
+    blocks = response_blocks(response)
+    return not any(b.lang == "cuda" for b in blocks) and any(b.lang == "python" and imports(b.text) for b in blocks)
+
+
 def check_kernel_module(source: str, violations: Callable[[ast.Module], list[Any]], kernels: Callable[[str], list[str]],
                         language: str, decorator: str, layout: str, rules: str) -> None:
     """The static check of a python block holding a kernel language's kernels and `ModelNew`.

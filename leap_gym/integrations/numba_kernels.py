@@ -52,7 +52,7 @@ from typing import Any
 import torch
 
 from leap_gym.evaluation import parse
-from leap_gym.evaluation.parse import MAX_RESPONSE_CHARS, FormatError, ParsedResponse
+from leap_gym.evaluation.parse import FormatError, ParsedResponse
 from leap_gym.evaluation.static_check import ALLOWED_IMPORTS, PythonChecker
 from leap_gym.result import COMPILE_ERROR, COMPILED, FORMAT_ERROR, RUNTIME_ERROR, EvalResult, KernelResources
 
@@ -109,14 +109,7 @@ def is_numba_response(response: Any) -> bool:
 
     Accepts the response text or a `ParsedResponse` (one with an empty ``cuda`` block).
     """
-    if isinstance(response, ParsedResponse):
-        return not response.cuda.strip() and imports_numba(response.python)
-    if not isinstance(response, str) or len(response) > MAX_RESPONSE_CHARS or "numba" not in response:
-        return False
-    blocks = parse.response_blocks(response)
-    if any(b.lang == "cuda" for b in blocks):
-        return False
-    return any(b.lang == "python" and imports_numba(b.text) for b in blocks)
+    return parse.is_kernel_module_response(response, "numba", imports_numba)
 
 
 def is_numba_job(job: Any) -> bool:

@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 from leap_gym.evaluation import parse
-from leap_gym.evaluation.parse import MAX_RESPONSE_CHARS, FormatError, ParsedResponse
+from leap_gym.evaluation.parse import FormatError, ParsedResponse
 from leap_gym.evaluation.static_check import ALLOWED_IMPORTS, PythonChecker
 from leap_gym.result import FORMAT_ERROR, EvalResult
 
@@ -93,14 +93,7 @@ def is_triton_response(response: Any) -> bool:
 
     Accepts the response text or a `ParsedResponse` (one with an empty ``cuda`` block).
     """
-    if isinstance(response, ParsedResponse):
-        return not response.cuda.strip() and imports_triton(response.python)
-    if not isinstance(response, str) or len(response) > MAX_RESPONSE_CHARS or "triton" not in response:
-        return False
-    blocks = parse.response_blocks(response)
-    if any(b.lang == "cuda" for b in blocks):
-        return False
-    return any(b.lang == "python" and imports_triton(b.text) for b in blocks)
+    return parse.is_kernel_module_response(response, "triton", imports_triton)
 
 
 def is_triton_job(job: Any) -> bool:

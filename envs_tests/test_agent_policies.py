@@ -131,3 +131,43 @@ def test_lora_needs_peft_or_wraps_the_model(tiny):
     else:  # pragma: no cover - with the lora extra installed
         wrapped = apply_lora(model, r=4, target_modules=["q_proj", "v_proj"])
         assert any("lora" in n for n, p in wrapped.named_parameters() if p.requires_grad)
+
+
+def test_merged_lora_sampling_is_the_same_policy_and_follows_updates(tiny):
+    """A LoRA policy sampling from its merged copy draws the same tokens with the same log-probabilities as the
+    peft model itself, and an optimizer step on the adapter rebuilds the copy before the next sample."""
+    pytest.importorskip("peft")
+    from leap_agents.policies.hf import apply_lora
+    from leap_agents.training.tiny import build_qwen2
+
+    _, tok = tiny
+    model = apply_lora(build_qwen2(tok, seed=1), r=4)
+    lora_b = [p for n, p in model.named_parameters() if "lora_B" in n]
+    with torch.no_grad():  # B starts at zero: make the adapter matter
+        for p in lora_b:
+            p.normal_(0, 0.2)
+    merged = HFPolicy(model, tok, max_new_tokens=10, batch_size=4, merged_sampling=True)
+    plain = HFPolicy(model, tok, max_new_tokens=10, batch_size=4)
+    histories = [[{"role": "user", "content": "write relu"}], [{"role": "user", "content": "x " * 5}]] * 2
+
+    def same_policy():
+        a, b = merged.generate(histories, temperature=0.8, seed=3), plain.generate(histories, temperature=0.8, seed=3)
+        assert [g.token_ids for g in a] == [g.token_ids for g in b]
+        scored = response_logprobs(model, [g.prompt_token_ids for g in a], [g.token_ids for g in a], tok.pad_token_id,
+                                   0.8)
+        for g, lp in zip(a, scored):
+            assert torch.allclose(lp, torch.tensor(g.logprobs), atol=1e-4)
+        return a
+
+    before = same_policy()
+    copy_before = merged.sampling_model()
+    assert copy_before is merged.sampling_model() and copy_before is not model
+    assert not any("lora" in n for n, _ in copy_before.named_parameters())
+    optimizer = torch.optim.SGD(lora_b, lr=5.0)
+    loss = -sum(lp.sum() for lp in response_logprobs(model, [g.prompt_token_ids for g in before],
+                                                      [g.token_ids for g in before], tok.pad_token_id, 0.8))
+    loss.backward()
+    optimizer.step()
+    assert merged.sampling_model() is not copy_before
+    after = same_policy()
+    assert sum(sum(g.logprobs) for g in after) != pytest.approx(sum(sum(g.logprobs) for g in before))

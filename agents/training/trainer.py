@@ -63,7 +63,7 @@ def build_policy(config: TrainConfig, cache_dir: Path | None = None) -> HFPolicy
         lora = {"r": m.lora_r, "lora_alpha": m.lora_alpha} if m.lora_r > 0 else None
         return HFPolicy.from_pretrained(m.path, device=device, dtype=m.dtype, lora=lora, adapter=m.adapter or None,
                                         trainable=True, max_prompt_tokens=m.max_prompt_tokens,
-                                        batch_size=m.gen_batch_size, **sampling)
+                                        batch_size=m.gen_batch_size, merged_sampling=m.merged_sampling, **sampling)
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -72,7 +72,8 @@ def build_policy(config: TrainConfig, cache_dir: Path | None = None) -> HFPolicy
     model.to(device=device, dtype=getattr(torch, m.dtype))
     if m.lora_r > 0:
         model = apply_lora(model, r=m.lora_r, lora_alpha=m.lora_alpha)
-    return HFPolicy(model, tokenizer, max_prompt_tokens=m.max_prompt_tokens, batch_size=m.gen_batch_size, **sampling)
+    return HFPolicy(model, tokenizer, max_prompt_tokens=m.max_prompt_tokens, batch_size=m.gen_batch_size,
+                    merged_sampling=m.merged_sampling, **sampling)
 
 
 def select_tasks(config: TrainConfig, split: str | None = None) -> list[Any]:

@@ -50,7 +50,7 @@ import torch
 from leap_agents.training.callbacks import ReferenceProbe
 from leap_agents.training.config import ARMS, arm_config, load_config, to_dict
 from leap_agents.training.evaluate import evaluate_policy
-from leap_agents.training.trainer import LeapTrainer, build_policy, select_tasks
+from leap_agents.training.trainer import LEAP_MINI, LeapTrainer, build_policy, select_tasks
 from leap_gym.report import write_report
 
 log = logging.getLogger("leap_vs_baselines")
@@ -155,6 +155,17 @@ def race_config(args: argparse.Namespace) -> Any:
     return config
 
 
+def task_tiers(config: Any, train: list[Any]) -> dict[str, str]:
+    """Training task id -> tier (LEAP-mini's easy/refine/unseen, `leap_agents.training.mini.data.Split`); one
+    tier, ``train``, for any other policy."""
+    if config.model.path == LEAP_MINI:
+        from leap_agents.training.mini.warmup import mini_split
+
+        split = mini_split()
+        return {t.id: split.tier(t.id) for t in train}
+    return {t.id: "train" for t in train}
+
+
 def run(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     config = race_config(args)
@@ -207,26 +218,52 @@ def run(args: argparse.Namespace) -> dict:
     policy.model.load_state_dict(start_state, strict=False)
     curves = {arm: reference_curve(rs, initial["reference_p"]) for arm, rs in runs.items() if rs}
     rollout_curves = {arm: arm_curve(rs, args.window) for arm, rs in runs.items() if rs}
-    summary = summarize(runs, curves, rollout_curves, initial)
+    summary = summarize(runs, curves, rollout_curves, initial, args.target_fraction, task_tiers(config, train))
     return {"args": vars(args), "config": to_dict(config), "backend": config.backend, "warmup_seconds": warm_s,
             "initial": initial, "runs": runs, "curves": curves, "rollout_curves": rollout_curves, "summary": summary,
             "runs_dir": str(runs_dir)}
 
 
-def seed_speedup(base_run: dict, leap_run: dict, start: float) -> dict:
-    """One seed's race: wall-clock each arm needs to reach the multi-turn run's final reference probability."""
+def race_target(start: float, final: float, fraction: float) -> float:
+    """The race's target: `fraction` of the multi-turn arm's gain in reference probability over the start.
+
+    Below the final value on purpose: a plateau's last points wander by a few hundredths, and a target at the
+    final value measures when a curve's noise first touches it.
+    """
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"the target fraction is in (0, 1], got {fraction}")
+    return start + fraction * (final - start)
+
+
+def seed_speedup(base_run: dict, leap_run: dict, start: float, fraction: float) -> dict:
+    """One seed's race: wall-clock each arm needs to reach `fraction` of that seed's multi-turn gain."""
     base = reference_curve([base_run], start)
     leap = reference_curve([leap_run], start)
-    target = base["pass_at_1"][-1]
+    target = race_target(start, base["pass_at_1"][-1], fraction)
     t_base, t_leap = time_to_reach(base, target), time_to_reach(leap, target)
     return {"seed": base_run["seed"], "target_reference_p": target, "multi_turn_s": t_base, "leap_s": t_leap,
             "speedup": (t_base / t_leap) if (t_base and t_leap) else None}
 
 
+def by_tier(judged: dict, tiers: dict[str, str]) -> dict[str, dict[str, float]]:
+    """First-turn pass and pass within the turn budget per task tier (`tiers`: task id -> tier)."""
+    out: dict[str, dict[str, float]] = {}
+    for tier in sorted(set(tiers.values())):
+        firsts = [f for task_id, fs in judged["per_task"].items() if tiers.get(task_id) == tier for f in fs]
+        if firsts:
+            out[tier] = {"tasks": sum(tiers.get(t) == tier for t in judged["per_task"]),
+                         "pass_at_1": sum(f == 1 for f in firsts) / len(firsts),
+                         "pass_within_budget": sum(f is not None for f in firsts) / len(firsts)}
+    return out
+
+
 def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[float]]],
-              rollout_curves: dict[str, dict[str, list[float]]], initial: dict) -> dict:
-    """`curves`: the race's reference-probability curves; `rollout_curves`: smoothed rollout pass@1."""
-    out: dict = {"arms": {}}
+              rollout_curves: dict[str, dict[str, list[float]]], initial: dict, fraction: float = 0.9,
+              tiers: dict[str, str] | None = None) -> dict:
+    """`curves`: the race's reference-probability curves; `rollout_curves`: smoothed rollout pass@1; `fraction`:
+    the share of multi-turn's gain that is the race's target; `tiers`: training task id -> tier."""
+    tiers = tiers or {}
+    out: dict = {"arms": {}, "tiers_before": by_tier(initial["train"], tiers)}
     for arm, rs in runs.items():
         if not rs:
             continue
@@ -246,6 +283,12 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
         def mean_by_turn(part: str, rs: list[dict] = rs) -> list[float]:
             return [statistics.fmean(x) for x in zip(*[r["final"][part]["pass_by_turn"] for r in rs])]
 
+        corrections = [self_correction(r["final"]["train"]) for r in rs]
+        within = [r["final"]["train"]["pass_by_turn"][-1] for r in rs]
+        tier_runs = [by_tier(r["final"]["train"], tiers) for r in rs]
+        tiers_after = {tier: {k: statistics.fmean(t[tier][k] for t in tier_runs) for k in ("pass_at_1", "pass_within_budget")}
+                       for tier in (tier_runs[0] if tier_runs else {})}
+
         out["arms"][arm] = {
             "first_pass_at_1_smoothed": rollout_curves[arm]["pass_at_1"][0],
             "final_pass_at_1_smoothed": rollout_curves[arm]["pass_at_1"][-1],
@@ -258,7 +301,11 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
             "train_pass_by_turn_before": initial["train"]["pass_by_turn"],
             "train_pass_by_turn_after": mean_by_turn("train"),
             "self_correction_before": self_correction(initial["train"]),
-            "self_correction_after": statistics.fmean(self_correction(r["final"]["train"]) for r in rs),
+            "self_correction_after": statistics.fmean(corrections), "self_correction_after_per_seed": corrections,
+            "self_correction_spread": statistics.pstdev(corrections) if len(corrections) > 1 else 0.0,
+            "pass_within_budget_after_per_seed": within,
+            "pass_within_budget_spread": statistics.pstdev(within) if len(within) > 1 else 0.0,
+            "tiers_after": tiers_after,
             "held_out_pass_at_1_before": initial.get("held_out", {}).get("pass_at_1", math.nan),
             "held_out_pass_at_1": statistics.fmean(held), "held_out_spread": statistics.pstdev(held) if len(held) > 1 else 0,
             "held_out_pass_by_turn_before": initial.get("held_out", {}).get("pass_by_turn", []),
@@ -269,17 +316,18 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
         }
     if "multi_turn" in curves and "leap" in curves:
         base, leap = out["arms"]["multi_turn"], out["arms"]["leap"]
-        target = curves["multi_turn"]["pass_at_1"][-1]
+        target = race_target(curves["multi_turn"]["pass_at_1"][0], curves["multi_turn"]["pass_at_1"][-1], fraction)
         t_base = time_to_reach(curves["multi_turn"], target)
         t_leap = time_to_reach(curves["leap"], target)
         out["target_reference_p"] = target
+        out["target_fraction_of_multi_turn_gain"] = fraction
         out["multi_turn_time_to_target_s"] = t_base
         out["leap_time_to_target_s"] = t_leap
         out["speedup_leap_vs_multi_turn"] = (t_base / t_leap) if (t_base and t_leap) else None
         def by_seed(arm: str) -> list:
             return sorted(runs[arm], key=lambda r: r["seed"])
 
-        per_seed = [seed_speedup(base, leap, initial["reference_p"])
+        per_seed = [seed_speedup(base, leap, initial["reference_p"], fraction)
                     for base, leap in zip(by_seed("multi_turn"), by_seed("leap"))]
         out["speedup_per_seed"] = per_seed
         # Did the baseline learn? Judged on every training task, eval samples per task, before and after.
@@ -294,8 +342,22 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
             "leap_speedup_at_least_1.93_every_seed": all(x is not None and x >= 1.93 for x in speedups),
             "leap_first_turn_at_least_multi_turn": leap["train_pass_at_1_after"] >= base["train_pass_at_1_after"],
             "leap_self_correction_at_least_half": leap["self_correction_after"] >= 0.5 * base["self_correction_after"],
+            "leap_refinement_turns_at_least_10pct": leap["refinement_turn_share"] >= 0.10,
         }
+    if "leap" in out["arms"] and "single_turn" in out["arms"]:
+        out["repair_vs_single_turn"] = repair_comparison(out["arms"]["leap"], out["arms"]["single_turn"])
     return out
+
+
+def repair_comparison(leap: dict, single: dict) -> dict:
+    """Does LEAP keep the repair ability that training on first attempts alone loses? Self-correction after
+    training (pass within the turn budget minus first-turn pass), LEAP against single-turn GRPO: shown when
+    LEAP's is higher by more than twice the two arms' combined seed spread."""
+    diff = leap["self_correction_after"] - single["self_correction_after"]
+    spread = math.hypot(leap["self_correction_spread"], single["self_correction_spread"])
+    return {"leap": leap["self_correction_after"], "single_turn": single["self_correction_after"],
+            "leap_spread": leap["self_correction_spread"], "single_turn_spread": single["self_correction_spread"],
+            "difference": diff, "combined_spread": spread, "shown": diff > 0 and diff > 2 * spread}
 
 
 def print_summary(result: dict) -> None:
@@ -321,13 +383,27 @@ def print_summary(result: dict) -> None:
     for arm, a in s["arms"].items():
         reasons = ", ".join(f"{k} {v:.0f}" for k, v in sorted(a["decisions"].items()))
         print(f"{arm:<12} {a['turns']:.0f} turns, {a['refinement_turn_share']:.0%} refinement; {reasons}")
+    if s["tiers_before"]:
+        print(f"{'arm':<12} training tasks by tier, after (mean over seeds): pass@1 / pass within the turn budget")
+        print(f"{'start':<12} " + "; ".join(f"{tier} ({v['tasks']} tasks) {v['pass_at_1']:.2f} / {v['pass_within_budget']:.2f}"
+                                           for tier, v in s["tiers_before"].items()))
+        for arm, a in s["arms"].items():
+            print(f"{arm:<12} " + "; ".join(f"{tier} {v['pass_at_1']:.2f} / {v['pass_within_budget']:.2f}"
+                                           for tier, v in a["tiers_after"].items()))
+    if "repair_vs_single_turn" in s:
+        r = s["repair_vs_single_turn"]
+        print(f"self-correction after training: LEAP {r['leap']:.3f} (sd {r['leap_spread']:.3f}), single-turn GRPO "
+              f"{r['single_turn']:.3f} (sd {r['single_turn_spread']:.3f}): LEAP keeps more repair ability than training "
+              f"on first attempts alone: {'shown' if r['shown'] else 'not shown'} (difference {r['difference']:+.3f}, "
+              f"twice the combined spread {2 * r['combined_spread']:.3f})")
     print(f"{'arm':<12} P(first-turn sample = reference), training tasks: before -> after (per seed)")
     for arm, a in s["arms"].items():
         print(f"{arm:<12} {a['reference_p_before']:.3f} -> {a['reference_p_after']:.3f} "
               f"({' '.join(f'{x:.3f}' for x in a['reference_p_after_per_seed'])})")
     if "target_reference_p" in s:
         ratio = s["speedup_leap_vs_multi_turn"]
-        print(f"target (multi-turn's final reference probability, mean over seeds): {s['target_reference_p']:.3f}; "
+        print(f"target ({s['target_fraction_of_multi_turn_gain']:.0%} of multi-turn's gain in reference probability, "
+              f"mean curves): {s['target_reference_p']:.3f}; "
               f"multi-turn reaches it at {s['multi_turn_time_to_target_s'] or float('nan'):.0f} s, LEAP at "
               + (f"{s['leap_time_to_target_s']:.0f} s" if s["leap_time_to_target_s"] else "never (within its steps)"))
         print("wall-clock ratio multi-turn / LEAP to that target: " + (f"{ratio:.2f}x" if ratio else "n/a"))
@@ -356,6 +432,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--eval-samples", type=int, default=16,
                    help="samples per task (training and held-out) judged before and after, full refinement "
                         "(16 x 19 tasks: a standard error near 0.03 per seed)")
+    p.add_argument("--target-fraction", type=float, default=0.9,
+                   help="the race's target: this share of multi-turn's gain in reference probability (per seed: "
+                        "that seed's gain), below its final value so that a plateau's noise does not decide it")
     p.add_argument("--window", type=int, default=3, help="steps in the pass@1 smoothing window")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (more than 1 is far slower on a loaded 2-core box)")
     p.add_argument("--arms", nargs="+", default=["leap", "multi_turn", "single_turn"], choices=sorted(ARMS),

@@ -51,6 +51,18 @@ def test_split_is_deterministic_and_disjoint(tasks):
     assert make_split(tasks, held_out=6, seed=1) != a
 
 
+def test_training_tiers_are_drawn_from_train_and_leave_the_split_alone(tasks):
+    plain, tiered = make_split(tasks, held_out=6, seed=0), make_split(tasks, held_out=6, seed=0, refine=5, unseen=4)
+    assert (plain.train, plain.held_out) == (tiered.train, tiered.held_out)
+    assert len(tiered.refine) == 5 and len(tiered.unseen) == 4 and not set(tiered.refine) & set(tiered.unseen)
+    assert set(tiered.refine + tiered.unseen) <= set(tiered.train)
+    assert sorted(tiered.easy + tiered.refine + tiered.unseen) == sorted(tiered.train)
+    assert {tiered.tier(i) for i in tiered.held_out} == {"held_out"}
+    assert [tiered.tier(i) for i in tiered.refine] == ["refine"] * 5
+    with pytest.raises(ValueError, match="leaves no easy task"):
+        make_split(tasks, held_out=6, seed=0, refine=10, unseen=len(tiered.train) - 10)
+
+
 def test_no_held_out_task_in_training_data(tasks, by_id):
     split = make_split(tasks, held_out=6, seed=0)
     with Evaluator(EvalConfig(backend="compile-only", workers=2)) as evaluator:
@@ -127,6 +139,25 @@ def test_first_drafts_are_buggy_at_the_configured_rate(judge):
     assert sum(stats["draft_ops"].values()) == 14
     with pytest.raises(ValueError, match="draft_correct_rate"):
         build_examples(list(tasks.values()), split, judge, draft_correct_rate=1.5)
+
+
+def test_refine_tasks_get_drafts_only_and_unseen_tasks_nothing(judge):
+    """A refine task's first-turn targets are all one buggy draft (its reference is taught by repairs alone); an
+    unseen task contributes no example (the tokenizer corpus holds its header, not its kernel)."""
+    tasks = {t.id: t for t in mini_tasks()}
+    split = Split(train=["level1/relu", "level1/sigmoid", "level1/tanh"], held_out=[], refine=["level1/sigmoid"],
+                  unseen=["level1/tanh"])
+    examples, _ = build_examples(list(tasks.values()), split, judge, mutants_per_task=3, first_turn_weight=10,
+                                 seed=0, draft_correct_rate=0.3, draft_mutants=2)
+    assert {e.task_id for e in examples} == {"level1/relu", "level1/sigmoid"}
+    refine = [e for e in examples if e.task_id == "level1/sigmoid"]
+    assert sum(e.kind == "first_draft" for e in refine) == 10 and not any(e.kind == "first_turn" for e in refine)
+    assert len({e.response for e in refine if e.kind == "first_draft"}) == 1
+    ref = as_response(reference_cuda(tasks["level1/sigmoid"]))
+    assert all(e.response == ref for e in refine if e.kind == "repair") and any(e.kind == "repair" for e in refine)
+    assert sum(e.kind == "first_turn" for e in examples if e.task_id == "level1/relu") == 3
+    corpus = "".join(tokenizer_corpus(list(tasks.values()), split))
+    assert reference_cuda(tasks["level1/tanh"]).strip() not in corpus and "task tanh:" in corpus
 
 
 def test_warm_up_data_refuses_a_backend_that_fails_the_reference():

@@ -45,15 +45,33 @@ def as_response(cuda: str) -> str:
 
 @dataclass
 class Split:
-    """Train and held-out task ids of the mini benchmark."""
+    """Train and held-out task ids of the mini benchmark.
+
+    The training tasks come in three tiers, set by what the warm-up teaches: `refine` tasks get buggy first
+    drafts only (their reference is taught by repair examples alone: fixed with feedback, rarely solved at
+    once), `unseen` tasks get no warm-up example (out of the warm-up policy's reach), and the rest are taught
+    both ways (solved at once at a known rate).
+    """
 
     train: list[str]
     held_out: list[str]
     seed: int = 0
-    excluded: list[str] = field(default_factory=list)
+    refine: list[str] = field(default_factory=list)
+    unseen: list[str] = field(default_factory=list)
+
+    @property
+    def easy(self) -> list[str]:
+        return [i for i in self.train if i not in self.refine and i not in self.unseen]
+
+    def tier(self, task_id: str) -> str:
+        """``"easy"``, ``"refine"``, ``"unseen"`` (training tiers) or ``"held_out"``."""
+        if task_id in self.held_out:
+            return "held_out"
+        return "refine" if task_id in self.refine else "unseen" if task_id in self.unseen else "easy"
 
     def to_dict(self) -> dict:
-        return {"train": self.train, "held_out": self.held_out, "seed": self.seed, "excluded": self.excluded}
+        return {"train": self.train, "held_out": self.held_out, "seed": self.seed, "refine": self.refine,
+                "unseen": self.unseen}
 
 
 def mini_tasks(max_cuda_chars: int = 800) -> list[Task]:
@@ -71,8 +89,9 @@ def mini_tasks(max_cuda_chars: int = 800) -> list[Task]:
     return out
 
 
-def make_split(tasks: list[Task], held_out: int = 6, seed: int = 0) -> Split:
-    """A seeded split: `held_out` tasks never trained on, the rest for warm-up and RL.
+def make_split(tasks: list[Task], held_out: int = 6, seed: int = 0, refine: int = 0, unseen: int = 0) -> Split:
+    """A seeded split: `held_out` tasks never trained on, the rest for warm-up and RL, of which `refine`
+    and `unseen` are drawn into those tiers (see `Split`).
 
     Elementwise tasks (the family a small model can carry to a new operator) are drawn for the
     held-out side in proportion to their share, so the held-out set is neither all easy nor all hard.
@@ -87,7 +106,11 @@ def make_split(tasks: list[Task], held_out: int = 6, seed: int = 0) -> Split:
     chosen = rng.sample(elementwise, min(n_elem, len(elementwise)))
     chosen += rng.sample(others, min(held_out - len(chosen), len(others)))
     held = sorted(chosen)
-    return Split(train=[i for i in ids if i not in held], held_out=held, seed=seed)
+    train = [i for i in ids if i not in held]
+    if refine + unseen >= len(train):
+        raise ValueError(f"refine={refine} + unseen={unseen} leaves no easy task among {len(train)} training tasks")
+    tiered = random.Random(seed + 1).sample(train, refine + unseen)
+    return Split(train=train, held_out=held, seed=seed, refine=sorted(tiered[:refine]), unseen=sorted(tiered[refine:]))
 
 
 def check_split(split: Split, training_texts: list[str], tasks_by_id: dict[str, Task]) -> None:

@@ -81,6 +81,11 @@ class WarmupConfig:
         "help": "share of a task's first-turn examples whose target is the reference; the rest are its draft mutants "
                 "(1.0: references only)"})
     draft_mutants: int = field(default=3, metadata={"help": "structured mutants per task used as buggy first drafts"})
+    refine_tasks: int = field(default=6, metadata={
+        "help": "training tasks whose first-turn examples are all one buggy draft: only repair examples teach their "
+                "reference, so the policy fixes them with feedback and rarely solves them at once"})
+    unseen_tasks: int = field(default=6, metadata={
+        "help": "training tasks with no warm-up example: out of the warm-up policy's reach (hopeless groups)"})
     sft_steps: int = field(default=200, metadata={"help": "SFT optimizer steps"})
     batch_size: int = field(default=16, metadata={"help": "SFT examples per step"})
     lr: float = field(default=3e-3, metadata={"help": "SFT peak learning rate (cosine decay)"})
@@ -120,7 +125,7 @@ def pick_backend() -> str:
 def tokenizer_corpus(tasks: list[Task], split: Split) -> list[str]:
     """Texts the tokenizer learns from: train references (and their prompts), every task header."""
     by_id = {t.id: t for t in tasks}
-    texts = [as_response(reference_cuda(by_id[i], k)) + EOS for i in split.train
+    texts = [as_response(reference_cuda(by_id[i], k)) + EOS for i in split.train if i not in split.unseen
              for k in range(len(by_id[i].reference_solutions))]
     texts += [task_header(t) for t in tasks if t.id in split.train]
     texts += [task_header(t) for t in tasks if t.id in split.held_out]  # prompts are seen at test time anyway
@@ -139,7 +144,8 @@ def build_examples(tasks: list[Task], split: Split, eval_fn: EvalFn, mutants_per
     draft_correct_rate)`` target the reference, the rest cycle over up to `draft_mutants` structured
     mutants (`DRAFT_OPERATORS`) that really fail, so a first draft is correct at a known rate and
     buggy otherwise. Every failing mutant (drafts included) also becomes a repair example
-    ``prompt(task, its real feedback) -> reference``.
+    ``prompt(task, its real feedback) -> reference``. Each of the split's `refine` tasks gets one draft as every
+    first-turn target (rate 0), and its `unseen` tasks no example at all.
 
     Returns:
         The examples and statistics (mutants evaluated, kept, statuses, drafts, seconds).
@@ -152,10 +158,13 @@ def build_examples(tasks: list[Task], split: Split, eval_fn: EvalFn, mutants_per
                              "draft_ops": {}}
     start = time.perf_counter()
     for n, task_id in enumerate(split.train):
+        if task_id in split.unseen:
+            continue
         task = by_id[task_id]
+        rate = 0.0 if task_id in split.refine else draft_correct_rate
         refs = [reference_cuda(task, k) for k in range(len(task.reference_solutions))]
         candidates = mutants(refs[0], mutants_per_task, seed=seed * 1000 + n)
-        if draft_mutants > 0 and draft_correct_rate < 1.0:
+        if draft_mutants > 0 and rate < 1.0:
             candidates = mutants(refs[0], 2 * draft_mutants, seed=seed * 1000 + n, only=DRAFT_OPERATORS) + [
                 m for m in candidates if m[0] not in DRAFT_OPERATORS]
         judged = judge_mutants(task, refs[0], candidates, eval_fn, as_response)
@@ -165,10 +174,11 @@ def build_examples(tasks: list[Task], split: Split, eval_fn: EvalFn, mutants_per
             examples.append(WarmupExample(task_id, "repair", mini_prompt(task, result), as_response(refs[0]), op,
                                           result.status))
         failing = judged.failing
-        drafts = [f for f in failing if f[0] in DRAFT_OPERATORS][:draft_mutants] if draft_correct_rate < 1.0 else []
-        if draft_correct_rate < 1.0 and len(drafts) < draft_mutants:  # too few structured bugs: any real failure
-            drafts += [f for f in failing if f not in drafts][: draft_mutants - len(drafts)]
-        n_correct = first_turn_weight if not drafts else round(first_turn_weight * draft_correct_rate)
+        n_drafts = 1 if task_id in split.refine else draft_mutants
+        drafts = [f for f in failing if f[0] in DRAFT_OPERATORS][:n_drafts] if rate < 1.0 else []
+        if rate < 1.0 and len(drafts) < n_drafts:  # too few structured bugs: any real failure
+            drafts += [f for f in failing if f not in drafts][: n_drafts - len(drafts)]
+        n_correct = first_turn_weight if not drafts else round(first_turn_weight * rate)
         stats["drafts"][task_id] = len(drafts)
         prompt = mini_prompt(task)
         for k in range(first_turn_weight):
@@ -180,6 +190,12 @@ def build_examples(tasks: list[Task], split: Split, eval_fn: EvalFn, mutants_per
                 examples.append(WarmupExample(task_id, "first_draft", prompt, as_response(mutated), op, result.status))
     stats["seconds"] = time.perf_counter() - start
     return examples, stats
+
+
+def mini_split(config: WarmupConfig | None = None) -> Split:
+    """The split (with its training tiers) the warm-up of `config` is built on."""
+    config = config or WarmupConfig()
+    return make_split(mini_tasks(), config.held_out, config.split_seed, config.refine_tasks, config.unseen_tasks)
 
 
 def cache_root() -> Path:
@@ -212,7 +228,7 @@ def warmup_policy(config: WarmupConfig | None = None, cache: Path | None = None,
         log.info("loaded the cached warm-up policy from %s", path)
         return _policy(model, tokenizer, config), Split(**meta["split"]), meta
     tasks = mini_tasks()
-    split = make_split(tasks, config.held_out, config.split_seed)
+    split = mini_split(config)
     backend = backend or pick_backend()
     t0 = time.perf_counter()
     with Evaluator(EvalConfig(backend=backend, workers=2)) as evaluator:

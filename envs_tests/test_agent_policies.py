@@ -171,3 +171,25 @@ def test_merged_lora_sampling_is_the_same_policy_and_follows_updates(tiny):
     assert merged.sampling_model() is not copy_before
     after = same_policy()
     assert sum(sum(g.logprobs) for g in after) != pytest.approx(sum(sum(g.logprobs) for g in before))
+
+
+def test_sampling_draws_from_the_filtered_distribution():
+    """The decoding loop's draw is exact (a token of probability 0 never comes up) and its top-k/top-p filter keeps
+    the tokens transformers' warpers keep."""
+    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
+    from leap_agents.policies.decoding import _draw, _filter
+
+    torch.manual_seed(0)
+    p = torch.tensor([[0.0, 0.1, 0.2, 0.7, 0.0]]).repeat(40000, 1)
+    share = torch.bincount(_draw(p), minlength=5) / len(p)
+    assert share[0] == 0 and share[4] == 0
+    assert torch.allclose(share, p[0], atol=0.01)
+    logits = torch.randn(6, 50) * 3
+    for k, top_p in ((0, 0.9), (5, 1.0), (8, 0.7)):
+        theirs = logits.clone()
+        if k:
+            theirs = TopKLogitsWarper(k)(None, theirs)
+        if top_p < 1:
+            theirs = TopPLogitsWarper(top_p)(None, theirs)
+        assert torch.equal(torch.isinf(_filter(logits, k, top_p)), torch.isinf(theirs))

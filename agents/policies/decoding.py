@@ -91,8 +91,8 @@ def sample(model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int
     greedy = temperature <= 0
     t = 1.0 if greedy else temperature
     out = [Sampled() for _ in prompts]
-    rows = torch.arange(len(prompts), device=device)  # the sequence each cache row holds
-    live = torch.ones(len(prompts), dtype=torch.bool, device=device)
+    rows = list(range(len(prompts)))  # the sequence each cache row holds
+    live = [True] * len(prompts)
     cache = DynamicCache()
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1,
                    **{cache_arg: cache}).logits[:, -1].float()
@@ -104,20 +104,23 @@ def sample(model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int
         else:
             token = _draw(_filter(scaled, top_k, top_p).softmax(-1))
         logprob = scaled.log_softmax(-1).gather(-1, token[:, None]).squeeze(-1)
-        for r in torch.nonzero(live).flatten().tolist():
-            seq, tok = out[int(rows[r])], int(token[r])
+        for r, (tok, lp) in enumerate(zip(token.tolist(), logprob.tolist())):  # one device sync per step
+            if not live[r]:
+                continue
+            seq = out[rows[r]]
             seq.tokens.append(tok)
-            seq.logprobs.append(float(logprob[r]))
+            seq.logprobs.append(lp)
             if tok in eos_ids or (stop is not None and stop(seq.tokens)):
                 seq.finish_reason = "stop"
                 live[r] = False
-        if not live.any():
+        if not any(live):
             break
-        if int(live.sum()) <= 3 * len(live) // 4:  # compact: the cache keeps only live rows
-            keep = torch.nonzero(live).flatten()
-            cache.batch_select_indices(keep)
-            rows, mask, last, token = rows[keep], mask[keep], last[keep], token[keep]
-            live = torch.ones(len(keep), dtype=torch.bool, device=device)
+        if sum(live) <= 3 * len(live) // 4:  # compact: the cache keeps only live rows
+            keep = [r for r, alive in enumerate(live) if alive]
+            index = torch.tensor(keep, device=device)
+            cache.batch_select_indices(index)
+            mask, last, token = mask[index], last[index], token[index]
+            rows, live = [rows[r] for r in keep], [True] * len(keep)
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=-1)
         last = last + 1
         logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=last[:, None], use_cache=True,

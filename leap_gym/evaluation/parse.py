@@ -38,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from leap_gym.pyparse import parse_python
+
 MAX_RESPONSE_CHARS = 256 * 1024
 
 CUDA_TAGS = frozenset({"cuda", "cu", "cuh", "cpp", "c++", "cxx", "cc", "c", "h", "hpp", "cuda-c", "cuda-cpp",
@@ -339,7 +341,7 @@ def check_python(block: _Block, expected: str) -> str:
     if "\x00" in source:
         raise FormatError("the ```python block contains a NUL character", line=block.first_line, expected=expected)
     try:
-        tree = ast.parse(source, filename="python block")
+        tree = parse_python(source, filename="python block")
     except SyntaxError as exc:
         line = exc.lineno or 1
         text = (exc.text or "").rstrip("\n")
@@ -486,7 +488,7 @@ def check_kernel_module(source: str, violations: Callable[[ast.Module], list[Any
         FormatError: naming each refused construct with its line, or the missing kernel.
     """
     try:
-        tree = ast.parse(source, filename="python block")
+        tree = parse_python(source, filename="python block")
     except SyntaxError as exc:
         raise FormatError(f"the ```python block does not parse: SyntaxError: {exc.msg} at line {exc.lineno}",
                           line=exc.lineno, expected=layout) from None

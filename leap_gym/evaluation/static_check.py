@@ -44,6 +44,7 @@ import ast
 from dataclasses import dataclass
 
 from leap_gym.evaluation.parse import FormatError
+from leap_gym.pyparse import parse_python
 
 ALLOWED_IMPORTS = frozenset({"torch", "torch.nn", "torch.nn.functional", "math", "typing", "__future__"})
 
@@ -422,7 +423,7 @@ def find_violations(source: str) -> list[Violation]:
         FormatError: when the source does not parse at all.
     """
     try:
-        tree = ast.parse(source, filename="python block")
+        tree = parse_python(source, filename="python block")
     except SyntaxError as exc:
         raise FormatError(f"the ```python block does not parse: SyntaxError: {exc.msg} at line {exc.lineno}",
                           line=exc.lineno) from None

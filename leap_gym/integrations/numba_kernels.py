@@ -54,6 +54,7 @@ import torch
 from leap_gym.evaluation import parse
 from leap_gym.evaluation.parse import FormatError, ParsedResponse
 from leap_gym.evaluation.static_check import ALLOWED_IMPORTS, PythonChecker
+from leap_gym.pyparse import parse_python
 from leap_gym.result import COMPILE_ERROR, COMPILED, FORMAT_ERROR, RUNTIME_ERROR, EvalResult, KernelResources
 
 NUMBA_MODULES = frozenset({"numba", "numba.cuda"})
@@ -169,7 +170,7 @@ def _is_device_function(node: ast.expr) -> bool:
 
 def kernel_names(source: str) -> list[str]:
     """Names of the top-level ``@cuda.jit`` kernels (not ``device=True`` helpers) of a Numba python block."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     return [node.name for node in tree.body if isinstance(node, ast.FunctionDef)
             and any(_kernel_decorator(d) and not _is_device_function(d) for d in node.decorator_list)]
 

@@ -25,6 +25,7 @@ from typing import Any
 from leap_gym.evaluation import parse
 from leap_gym.evaluation.parse import FormatError, ParsedResponse
 from leap_gym.evaluation.static_check import ALLOWED_IMPORTS, PythonChecker
+from leap_gym.pyparse import parse_python
 from leap_gym.result import FORMAT_ERROR, EvalResult
 
 TRITON_MODULES = frozenset({"triton", "triton.language", "triton.language.extra", "triton.language.extra.libdevice"})
@@ -133,7 +134,7 @@ def _is_jit_function(node: ast.AST) -> bool:
 
 def kernel_names(source: str) -> list[str]:
     """Names of the top-level ``@triton.jit`` functions of a Triton python block."""
-    return [node.name for node in ast.parse(source).body if _is_jit_function(node)]
+    return [node.name for node in parse_python(source).body if _is_jit_function(node)]
 
 
 def _constant_names(tree: ast.Module) -> set[str]:

@@ -39,6 +39,7 @@ from leap_gym.kernelbench.host import (
 from leap_gym.kernelbench.names import HostCompileError
 from leap_gym.kernelbench.runtime import C_HELPERS
 from leap_gym.kernelbench.templates import instantiate_template
+from leap_gym.pyparse import parse_python
 
 #: Said once in the feedback of an answer in this format.
 NATIVE_IS_CHEAPER = ("answered in KernelBench's load_inline format; the native format (a ```cuda block of extern "
@@ -458,7 +459,7 @@ def convert_answer(python: str) -> Conversion:
 
 def _convert(python: str) -> Conversion:
     try:
-        tree = ast.parse(python)
+        tree = parse_python(python)
     except SyntaxError as exc:
         return Conversion(error=f"the ```python block does not parse: SyntaxError: {exc.msg} at line {exc.lineno}")
     try:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from leap_gym.pyparse import compile_tree, parse_python
+
 if TYPE_CHECKING:
     from leap_gym.tasks import Task
 
@@ -50,7 +52,7 @@ def _is_size(value: Any) -> bool:
 
 
 def _constant_node(value: Size) -> ast.expr:
-    return ast.parse(repr(value), mode="eval").body
+    return parse_python(repr(value), mode="eval").body
 
 
 class _Override(ast.NodeTransformer):
@@ -88,10 +90,10 @@ class _DropCuda(ast.NodeTransformer):
 def _compiled(source: str, filename: str, items: tuple[tuple[str, Size], ...]) -> Any:
     if not items and ".cuda(" not in source:
         return compile(source, filename, "exec")
-    tree = _Override(dict(items)).rewrite(ast.parse(source, filename))
+    tree = _Override(dict(items)).rewrite(parse_python(source, filename))
     if ".cuda(" in source:
         tree = ast.fix_missing_locations(_DropCuda().visit(tree))
-    return compile(tree, filename, "exec")
+    return compile_tree(tree, filename)
 
 
 def compile_with_overrides(source: str, filename: str, overrides: dict[str, Size]) -> Any:
@@ -106,7 +108,7 @@ def compile_with_overrides(source: str, filename: str, overrides: dict[str, Size
 def inputs_literals(source: str) -> dict[str, int]:
     """The int literals of at least `SHRINKABLE_FROM` in ``get_inputs``'s body, as override keys."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         return {}
     found: dict[str, int] = {}

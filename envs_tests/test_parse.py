@@ -217,4 +217,3 @@ def test_lone_surrogates_do_not_escape():
 ], ids=lambda v: v if isinstance(v, bool) else None)
 def test_extern_c_kernel_detection(source: str, expected: bool):
     assert has_extern_c_kernel(source) is expected
-

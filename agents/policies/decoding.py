@@ -27,12 +27,17 @@ class Sampled:
     finish_reason: str = "length"
 
 
+def block_closed(text: str) -> bool:
+    """The response text holds a closed fenced block (two fences)."""
+    return text.count("```") >= 2
+
+
 def block_stop(tokenizer: Any) -> Callable[[list[int]], bool]:
-    """The stop rule of a policy that ends its response once the response holds a closed fenced block (two fences)."""
+    """The stop rule of a policy that ends its response once the response holds a closed fenced block."""
     def closed(tokens: list[int]) -> bool:
         if "`" not in tokenizer.decode(tokens[-1:]):  # only a backtick can complete a fence
             return False
-        return tokenizer.decode(tokens, skip_special_tokens=True).count("```") >= 2
+        return block_closed(tokenizer.decode(tokens, skip_special_tokens=True))
 
     return closed
 

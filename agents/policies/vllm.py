@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from leap_agents.policies.base import Generation, History
+from leap_agents.policies.decoding import block_closed
 from leap_agents.policies.hf import HFPolicy
 from leap_agents.policies.prompts import ChatPrompt, PromptFormat
 
@@ -74,11 +75,10 @@ def model_folder(name: str, dtype: str = "float32") -> Path:
 
 
 def _block_end(tokenizer: Any, tokens: list[int]) -> int | None:
-    """The length of the shortest prefix of `tokens` whose text holds a closed fenced block (two fences), if any
-    (`leap_agents.policies.decoding.block_stop`'s rule; the fence count of a prefix grows with its length, so a
-    bisection finds it)."""
+    """The length of the shortest prefix of `tokens` whose text holds a closed fenced block, if any (`block_closed`,
+    `HFPolicy`'s stop rule; the fence count of a prefix grows with its length, so a bisection finds it)."""
     def closed(n: int) -> bool:
-        return tokenizer.decode(tokens[:n], skip_special_tokens=True).count("```") >= 2
+        return block_closed(tokenizer.decode(tokens[:n], skip_special_tokens=True))
 
     if not closed(len(tokens)):
         return None

@@ -9,8 +9,9 @@ stop rule. Two paths, one run, the same seed:
   log-probabilities from its stored logits: how `HFPolicy` sampled before;
 - generate, merged: the same `generate` with every open trajectory in one call, from the merged copy of the adapter;
 - after: `HFPolicy.generate` as it is now: one call for every open trajectory (`model.gen_batch_size`), the merged
-  copy (`merged_sampling`, rebuilt after each update), and `leap_agents.policies.decoding.sample`, which drops
-  finished sequences from the batch and its KV cache instead of decoding them to the longest one's end.
+  copy (`merged_sampling`, rebuilt after each update), and `leap_agents.policies.decoding.sample`, which prefills
+  a group's G copies of its prompt once, appends to the KV cache in place, and drops finished sequences from the
+  batch and its cache instead of decoding them to the longest one's end.
 
 Prints tokens per second of each and their ratio, and the largest gap between the log-probabilities each path
 reports and the trainer's own recomputation (one forward pass of the peft model, as the update divides by):

@@ -1,6 +1,7 @@
 """Policies: scripted replay, a tiny local HF model (ids and log-probs agree with a forward pass),
 and an OpenAI-compatible client against a loopback server (concurrency, retries)."""
 
+import functools
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -193,3 +194,61 @@ def test_sampling_draws_from_the_filtered_distribution():
         if top_p < 1:
             theirs = TopPLogitsWarper(top_p)(None, theirs)
         assert torch.equal(torch.isinf(_filter(logits, k, top_p)), torch.isinf(theirs))
+
+
+def test_sampling_a_batch_of_groups_prefills_each_prompt_once_and_appends_in_place(tiny, monkeypatch):
+    """A batch of groups (G copies of each prompt, as a rollout's first turn) is prefilled once per distinct prompt;
+    the log-probabilities still agree with a forward pass and
+    greedy decoding gives each copy what the prompt alone gives."""
+    from leap_agents.policies import decoding
+
+    model, tok = tiny
+    policy = HFPolicy(model, tok, max_new_tokens=40, batch_size=8)
+    histories = [[{"role": "user", "content": "write relu"}], [{"role": "user", "content": "a longer prompt " * 4}]]
+    groups = [h for h in histories for _ in range(4)]
+    prefill_rows, caches = [], []
+    forward, make_cache = model.forward, decoding._growing_cache
+
+    @functools.wraps(forward)
+    def counting_forward(*args, **kwargs):
+        if kwargs["input_ids"].shape[1] > 1:
+            prefill_rows.append(kwargs["input_ids"].shape[0])
+        return forward(*args, **kwargs)
+
+    def keep_cache():
+        caches.append(make_cache())
+        return caches[-1]
+
+    monkeypatch.setattr(model, "forward", counting_forward)
+    monkeypatch.setattr(decoding, "_growing_cache", keep_cache)
+    gens = policy.generate(groups, temperature=0.8, seed=2)
+    assert prefill_rows == [2]
+    layer = caches[0].layers[0]
+    assert type(layer).__name__ == "GrowingLayer"
+    assert len({tuple(g.token_ids) for g in gens}) > 2  # the copies are drawn independently
+    lps = response_logprobs(model, [g.prompt_token_ids for g in gens], [g.token_ids for g in gens], tok.pad_token_id,
+                            0.8)
+    for g, lp in zip(gens, lps):
+        assert torch.allclose(lp, torch.tensor(g.logprobs), atol=1e-4)
+    greedy = policy.generate(groups, temperature=0)
+    for i, h in enumerate(histories):
+        alone = policy.generate([h], temperature=0)[0].token_ids
+        assert all(g.token_ids == alone for g in greedy[4 * i:4 * i + 4])
+
+
+def test_growing_cache_holds_what_concatenation_holds():
+    """The in-place cache returns, after every append (past its capacity too) and a batch selection, exactly the
+    keys and values that concatenating them gives."""
+    from leap_agents.policies.decoding import _growing_cache
+
+    cache = _growing_cache()
+    torch.manual_seed(0)
+    chunks = [torch.randn(3, 2, n, 4) for n in (5, 1, 1, 7, 1, 12)]
+    for i, chunk in enumerate(chunks):
+        keys, values = cache.update(chunk, -chunk, 0)
+        expected = torch.cat(chunks[:i + 1], dim=-2)
+        assert torch.equal(keys, expected) and torch.equal(values, -expected)
+    assert cache.get_seq_length() == 27
+    cache.batch_select_indices(torch.tensor([2, 0, 0]))
+    keys, _ = cache.update(chunks[1][:3], chunks[1][:3], 0)
+    assert torch.equal(keys, torch.cat([torch.cat(chunks, dim=-2)[[2, 0, 0]], chunks[1]], dim=-2))

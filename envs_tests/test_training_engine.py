@@ -48,6 +48,18 @@ def test_leap_reward_is_the_rank_reward_on_every_turn():
     assert sum(a) == pytest.approx(0.0, abs=1e-6)
 
 
+def test_leap_solving_turn_credit_pays_the_repair_not_the_draft():
+    group = _group([C], [W, C], [W, W], [W, W])
+    assign_rewards([group], "leap", credit="solving_turn")
+    assert [t.reward for t in group] == [1.0, 0.75, 0.0, 0.0]  # the trajectories' rank rewards are unchanged
+    assert [t.reward for t in group[1].turns] == [0.0, 0.75]
+    assert group[0].turns[0].advantage > group[1].turns[1].advantage > 0
+    assert group[1].turns[0].advantage == group[2].turns[0].advantage < 0  # the repaired draft earns as a failed one
+    assert sum(t.advantage for traj in group for t in traj.turns) == pytest.approx(0.0, abs=1e-6)
+    with pytest.raises(ValueError, match="credit"):
+        assign_rewards([group], "leap", credit="everything")
+
+
 def test_kevin_return_discounts_later_success_per_turn():
     group = _group([C], [W, C], [W, W], [W, W])
     assign_rewards([group], "kevin", gamma=0.4)

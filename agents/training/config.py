@@ -55,6 +55,9 @@ class RewardConfig:
         "help": "leap (rank reward), kevin (discounted per-turn scores), single_turn"})
     gamma: float = field(default=0.4, metadata={"help": "Kevin's discount"})
     tie_break: bool = field(default=False, metadata={"help": "leap: break same-turn ties by speedup rank"})
+    credit: str = field(default="trajectory", metadata={
+        "help": "leap: trajectory (every turn gets its trajectory's rank reward) or solving_turn (only the turn "
+                "that solved; earlier turns 0, advantages over all turns of the group)"})
     normalize_std: bool = field(default=True, metadata={"help": "divide advantages by the group's std"})
     env_reward: str = field(default="binary", metadata={"help": "per-turn score: binary, speedup, tiered"})
 

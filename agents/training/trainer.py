@@ -238,7 +238,8 @@ class LeapTrainer:
         cfg = self.config
         task_ids = self.stream.next()
         batch = self.engine.run(task_ids, seed=cfg.run.seed * 100_003 + self.step, desc=f"step {self.step + 1}")
-        assign_rewards(batch.groups, cfg.reward.scheme, cfg.reward.gamma, cfg.reward.tie_break, cfg.reward.normalize_std)
+        assign_rewards(batch.groups, cfg.reward.scheme, cfg.reward.gamma, cfg.reward.tie_break, cfg.reward.normalize_std,
+                       cfg.reward.credit)
         metrics = summarize(batch, cfg.rollout.max_turns)
         start = time.perf_counter()
         metrics.update(self.update(batch))

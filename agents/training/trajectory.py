@@ -9,6 +9,7 @@ from typing import Any
 from leap_agents.algorithms.rewards import group_advantages, kevin_returns, rank_rewards
 
 SCHEMES = ("leap", "kevin", "single_turn")
+CREDITS = ("trajectory", "solving_turn")
 
 
 @dataclass
@@ -106,28 +107,42 @@ def group_by_task(trajectories: Sequence[Trajectory]) -> list[list[Trajectory]]:
 
 
 def assign_rewards(groups: Sequence[Sequence[Trajectory]], scheme: str = "leap", gamma: float = 0.4,
-                   tie_break: bool = False, normalize_std: bool = True) -> None:
+                   tie_break: bool = False, normalize_std: bool = True, credit: str = "trajectory") -> None:
     """Set every trajectory's `reward` and every turn's `reward` and `advantage`, in place.
 
     Schemes:
 
-    * ``"leap"``: the rank reward (`rank_rewards`) of each trajectory, given to each of its turns;
-      advantages are group-relative over the group's trajectories.
+    * ``"leap"``: the rank reward (`rank_rewards`) of each trajectory. With ``credit="trajectory"`` each of its
+      turns gets it, advantages group-relative over the group's trajectories; with ``credit="solving_turn"`` the
+      turn that solved gets it and the turns before it 0, advantages group-relative over all turns of the group
+      (as Kevin's): a draft that needed a repair earns like any failed draft, the repair earns ``1 - F(k-1)``.
     * ``"kevin"``: each turn's return is Kevin's discounted sum of the trajectory's per-turn scores
       from that turn on (`kevin_returns`); advantages are group-relative over all turns of the group.
     * ``"single_turn"``: the first turn's score; only first turns get an advantage.
     """
     if scheme not in SCHEMES:
         raise ValueError(f"unknown reward scheme {scheme!r}; choose one of {SCHEMES}")
+    if credit not in CREDITS:
+        raise ValueError(f"unknown credit {credit!r}; choose one of {CREDITS}")
     for group in groups:
         if scheme == "leap":
             rewards = rank_rewards([t.first_solved_turn for t in group], [t.speedup for t in group], tie_break=tie_break) \
                 if tie_break else rank_rewards([t.first_solved_turn for t in group])
-            advs = group_advantages(rewards, normalize_std=normalize_std)
-            for traj, r, a in zip(group, rewards, advs):
-                traj.reward = r
-                for turn in traj.turns:
-                    turn.reward, turn.advantage = r, a
+            if credit == "trajectory":
+                advs = group_advantages(rewards, normalize_std=normalize_std)
+                for traj, r, a in zip(group, rewards, advs):
+                    traj.reward = r
+                    for turn in traj.turns:
+                        turn.reward, turn.advantage = r, a
+            else:
+                flat = []
+                for traj, r in zip(group, rewards):
+                    traj.reward = r
+                    for k, turn in enumerate(traj.turns, start=1):
+                        turn.reward = r if k == traj.first_solved_turn else 0.0
+                        flat.append(turn)
+                for turn, a in zip(flat, group_advantages([t.reward for t in flat], normalize_std=normalize_std)):
+                    turn.advantage = a
         elif scheme == "kevin":
             flat = []
             for traj in group:

@@ -47,3 +47,32 @@ def test_tiers_and_the_repair_comparison():
     single = {"self_correction_after": 0.10, "self_correction_spread": 0.03}
     assert race.repair_comparison(leap, single)["shown"]
     assert not race.repair_comparison({**leap, "self_correction_after": 0.15}, single)["shown"]
+
+
+def judged(p: float, n: int = 100) -> dict:
+    return {"pass_at_1": p, "stderr": (p * (1 - p) / n) ** 0.5, "pass_by_turn": [p, p + 0.05],
+            "per_task": {"a": [1, None]}}
+
+
+def full_run(seed: int, walls: list[float], reference_p: list[float], after: float) -> dict:
+    run = run_of(seed, walls, reference_p)
+    for h in run["history"]:
+        h.update(responses=10, trajectories=8, time_generation=1.0, time_evaluation=1.0, time_update=1.0)
+    return {**run, "final": {"train": judged(after), "held_out": judged(after / 2)}, "load_average_1min": {}}
+
+
+def test_the_summary_judges_the_gain_against_the_floor_and_carries_standard_errors():
+    """Multi-turn gains 0.12 on both seeds: learned against SmolLM2's floor (0.10), not against LEAP-mini's (0.15);
+    each seed's standard error of the judged pass@1 is in the summary."""
+    initial = {"train": judged(0.40), "held_out": judged(0.20), "reference_p": 0.5}
+    runs = {"leap": [full_run(s, [5, 5], [0.6, 0.7], 0.50) for s in (0, 1)],
+            "multi_turn": [full_run(s, [10, 10], [0.6, 0.7], 0.52) for s in (0, 1)]}
+    curves = {arm: race.reference_curve(rs, 0.5) for arm, rs in runs.items()}
+    rollout = {arm: {"pass_at_1": [0.4, 0.5]} for arm in runs}
+    for floor, learned in ((0.10, True), (0.15, False)):
+        summary = race.summarize(runs, curves, rollout, initial, 0.9, None, floor)
+        assert summary["multi_turn_learned"] is learned and summary["multi_turn_gain_floor"] == floor
+    arm = summary["arms"]["multi_turn"]
+    assert arm["train_stderr_after_per_seed"] == [pytest.approx(0.04996, abs=1e-4)] * 2
+    assert arm["held_out_pass_at_1_after_per_seed"] == [0.26, 0.26]
+    assert summary["speedup_leap_vs_multi_turn"] == pytest.approx(2.0)

@@ -20,15 +20,16 @@ of a few dozen trajectories. The race is run on it.
 Printed at the end, side by side: per arm, pass@1 and pass by turn on the training tasks before and
 after (mean and spread over seeds), self-correction (pass within the turn budget minus first-turn
 pass), held-out pass@1, the wall-clock split, the reference probability before and after per seed;
-the time-to-target race (the wall-clock each arm needs for its reference probability to reach the
-multi-turn arm's final value, on the mean curves and per seed); whether multi-turn learned (a judged
-gain of at least 0.15 and more than twice its seed spread); and each criterion of the race as met or
-short. Written: ``leap_vs_baselines.json`` and ``leap_vs_baselines.png`` (reference probability
+the time-to-target race (the wall-clock each arm needs for its reference probability to reach
+`--target-fraction` of the multi-turn arm's gain, on the mean curves and per seed); whether multi-turn learned
+(a judged gain of at least `--gain-floor` and more than twice its seed spread); and each criterion of the race
+as met or short. Written: ``leap_vs_baselines.json`` and ``leap_vs_baselines.png`` (reference probability
 against wall-clock, one line per arm, spread shaded).
 
     python benchmarks/leap_vs_baselines.py                       # LEAP-mini: 3 seeds x 24 steps x 6 tasks x G=4
     python benchmarks/leap_vs_baselines.py --quick               # a few minutes: 1 seed, 2 steps, small batches
-    python benchmarks/leap_vs_baselines.py --preset smollm2 --set run.tasks_per_step=4   # any trainable policy
+    python benchmarks/leap_vs_baselines.py --preset smollm2 --set split=train --set task_ids= --seeds 2 --steps 4 \
+        --eval-samples 6 --held-out-samples 17 --gain-floor 0.10 --out benchmarks/results/smollm2   # SmolLM2's race
 """
 
 from __future__ import annotations

@@ -156,15 +156,15 @@ def race_config(args: argparse.Namespace) -> Any:
     return config
 
 
-def task_tiers(config: Any, train: list[Any]) -> dict[str, str]:
+def task_tiers(model_path: str, task_ids: list[str]) -> dict[str, str]:
     """Training task id -> tier (LEAP-mini's easy/refine/unseen, `leap_agents.training.mini.data.Split`); one
     tier, ``train``, for any other policy."""
-    if config.model.path == LEAP_MINI:
+    if model_path == LEAP_MINI:
         from leap_agents.training.mini.warmup import mini_split
 
         split = mini_split()
-        return {t.id: split.tier(t.id) for t in train}
-    return {t.id: "train" for t in train}
+        return {task_id: split.tier(task_id) for task_id in task_ids}
+    return {task_id: "train" for task_id in task_ids}
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -197,6 +197,8 @@ def run(args: argparse.Namespace) -> dict:
              initial.get("held_out", {}).get("pass_at_1"), samples)
     runs: dict[str, list[dict]] = {arm: [] for arm in args.arms}
     runs_dir = Path(args.runs_dir) if args.runs_dir else Path(args.out) / "runs"
+    raw = {"args": vars(args), "config": to_dict(config), "backend": config.backend, "warmup_seconds": warm_s,
+           "initial": initial, "runs": runs, "runs_dir": str(runs_dir)}
     for seed in range(args.seeds):
         for arm in arm_order(args.arms, seed):
             policy.model.load_state_dict(start_state, strict=False)
@@ -211,20 +213,28 @@ def run(args: argparse.Namespace) -> dict:
                               "final": final, "load_average_1min": {"start": load_before, "end_of_training": load_after}})
             if args.out:  # the raw runs so far, in case a later run or the summary fails
                 Path(args.out).mkdir(parents=True, exist_ok=True)
-                (Path(args.out) / "leap_vs_baselines.partial.json").write_text(
-                    json.dumps({"initial": initial, "runs": runs}, default=str))
+                (Path(args.out) / "leap_vs_baselines.partial.json").write_text(json.dumps(raw, default=str))
             log.info("%s seed %d done: train pass@1 %.3f -> %.3f, held-out %s, wall %.0f s, load %.1f/%.1f", arm,
                      seed, initial["train"]["pass_at_1"], final["train"]["pass_at_1"],
                      final.get("held_out", {}).get("pass_at_1"), sum(h["wall_s"] for h in history), load_before,
                      load_after)
     policy.model.load_state_dict(start_state, strict=False)
-    curves = {arm: reference_curve(rs, initial["reference_p"]) for arm, rs in runs.items() if rs}
-    rollout_curves = {arm: arm_curve(rs, args.window) for arm, rs in runs.items() if rs}
-    summary = summarize(runs, curves, rollout_curves, initial, args.target_fraction, task_tiers(config, train),
-                        args.gain_floor)
-    return {"args": vars(args), "config": to_dict(config), "backend": config.backend, "warmup_seconds": warm_s,
-            "initial": initial, "runs": runs, "curves": curves, "rollout_curves": rollout_curves, "summary": summary,
-            "runs_dir": str(runs_dir)}
+    return finish(raw, args)
+
+
+def finish(raw: dict, args: argparse.Namespace) -> dict:
+    """The race's curves and summary from its runs (`run`'s, or a partial JSON's: the runs finished before a race
+    was stopped)."""
+    runs, initial = {arm: rs for arm, rs in raw["runs"].items() if rs}, raw["initial"]
+    config = raw.get("config") or next(iter(runs.values()))[0]["config"]  # partial files before 0.1 kept no config
+    curves = {arm: reference_curve(rs, initial["reference_p"]) for arm, rs in runs.items()}
+    rollout_curves = {arm: arm_curve(rs, args.window) for arm, rs in runs.items()}
+    tiers = task_tiers(config["model"]["path"], list(initial["train"]["per_task"]))
+    summary = summarize(runs, curves, rollout_curves, initial, args.target_fraction, tiers, args.gain_floor)
+    runs_dir = raw.get("runs_dir") or args.runs_dir or str(Path(args.out) / "runs")
+    return {"args": raw.get("args", vars(args)), "config": config, "backend": raw.get("backend", config["backend"]),
+            "warmup_seconds": raw.get("warmup_seconds", math.nan), "initial": initial, "runs": runs, "curves": curves,
+            "rollout_curves": rollout_curves, "summary": summary, "runs_dir": runs_dir}
 
 
 def race_target(start: float, final: float, fraction: float) -> float:
@@ -464,24 +474,28 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default="benchmarks/results", help="folder of the JSON and the plot")
     p.add_argument("--runs-dir", default=None, help="each arm and seed's run folder DIR/<arm>-seed<n> (default: "
                                                     "OUT/runs) and a report of the arms of seed 0, DIR/report.html")
+    p.add_argument("--finish", metavar="PARTIAL_JSON",
+                   help="train nothing: summarize the runs of a stopped race's leap_vs_baselines.partial.json")
     args = p.parse_args(argv)
     if args.quick:
         args.seeds, args.steps, args.tasks_per_step, args.group_size, args.window, args.eval_samples = 1, 2, 3, 2, 1, 1
         args.out = args.out if args.out != "benchmarks/results" else "/tmp/leap_vs_baselines_quick"
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
-    result = run(args)
+    result = finish(json.loads(Path(args.finish).read_text()), args) if args.finish else run(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "leap_vs_baselines.json").write_text(json.dumps(result, indent=1, default=str))
-    (out / "leap_vs_baselines.partial.json").unlink(missing_ok=True)
+    if not args.finish:
+        (out / "leap_vs_baselines.partial.json").unlink(missing_ok=True)
     run_cfg = result["config"]
+    seeds = max(len(rs) for rs in result["runs"].values())
     plot(result["curves"], out / "leap_vs_baselines.png",
-         f"{run_cfg['model']['path']}, {args.seeds} seed(s), {run_cfg['run']['steps']} steps x "
+         f"{run_cfg['model']['path']}, {seeds} seed(s), {run_cfg['run']['steps']} steps x "
          f"{run_cfg['run']['tasks_per_step']} tasks x G={run_cfg['rollout']['group_size']}")
     print_summary(result)
     print(f"\nwrote {out / 'leap_vs_baselines.json'} and {out / 'leap_vs_baselines.png'}")
     runs_dir = Path(result["runs_dir"])
-    write_report([runs_dir / f"{arm}-seed0" for arm in args.arms], runs_dir / "report.html")
+    write_report([runs_dir / f"{arm}-seed0" for arm in result["runs"]], runs_dir / "report.html")
     print(f"wrote {runs_dir / 'report.html'}")
 
 

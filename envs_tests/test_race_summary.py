@@ -76,3 +76,20 @@ def test_the_summary_judges_the_gain_against_the_floor_and_carries_standard_erro
     assert arm["train_stderr_after_per_seed"] == [pytest.approx(0.04996, abs=1e-4)] * 2
     assert arm["held_out_pass_at_1_after_per_seed"] == [0.26, 0.26]
     assert summary["speedup_leap_vs_multi_turn"] == pytest.approx(2.0)
+
+
+def test_a_stopped_race_is_summarized_from_its_partial_runs():
+    """`--finish`: the runs a stopped race wrote to its partial JSON (which may predate the config field) give the
+    same summary as the race itself would."""
+    import argparse
+
+    initial = {"train": judged(0.40), "held_out": judged(0.20), "reference_p": 0.5}
+    runs = {"leap": [full_run(0, [5, 5], [0.6, 0.7], 0.50)], "multi_turn": [full_run(0, [10, 10], [0.6, 0.7], 0.52)],
+            "single_turn": []}
+    for run in runs["leap"] + runs["multi_turn"]:
+        run["config"] = {"model": {"path": "smollm2-135m-instruct"}, "backend": "cpu"}
+    args = argparse.Namespace(window=1, target_fraction=0.9, gain_floor=0.10, runs_dir=None, out="out")
+    result = race.finish({"initial": initial, "runs": runs}, args)
+    assert set(result["runs"]) == {"leap", "multi_turn"} and result["runs_dir"] == "out/runs"
+    assert result["summary"]["speedup_leap_vs_multi_turn"] == pytest.approx(2.0)
+    assert result["summary"]["multi_turn_learned"] is True and result["backend"] == "cpu"

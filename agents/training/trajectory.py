@@ -135,24 +135,18 @@ def assign_rewards(groups: Sequence[Sequence[Trajectory]], scheme: str = "leap",
                     for turn in traj.turns:
                         turn.reward, turn.advantage = r, a
             else:
-                flat = []
                 for traj, r in zip(group, rewards):
                     traj.reward = r
                     for k, turn in enumerate(traj.turns, start=1):
                         turn.reward = r if k == traj.first_solved_turn else 0.0
-                        flat.append(turn)
-                for turn, a in zip(flat, group_advantages([t.reward for t in flat], normalize_std=normalize_std)):
-                    turn.advantage = a
+                _advantages_over_turns(group, normalize_std)
         elif scheme == "kevin":
-            flat = []
             for traj in group:
                 returns = kevin_returns([t.score for t in traj.turns], gamma)
                 traj.reward = returns[0] if returns else 0.0
                 for turn, r in zip(traj.turns, returns):
                     turn.reward = r
-                    flat.append(turn)
-            for turn, a in zip(flat, group_advantages([t.reward for t in flat], normalize_std=normalize_std)):
-                turn.advantage = a
+            _advantages_over_turns(group, normalize_std)
         else:
             rewards = [traj.turns[0].score if traj.turns else 0.0 for traj in group]
             advs = group_advantages(rewards, normalize_std=normalize_std)
@@ -160,3 +154,10 @@ def assign_rewards(groups: Sequence[Sequence[Trajectory]], scheme: str = "leap",
                 traj.reward = r
                 for i, turn in enumerate(traj.turns):
                     turn.reward, turn.advantage = (r, a) if i == 0 else (0.0, 0.0)
+
+
+def _advantages_over_turns(group: Sequence[Trajectory], normalize_std: bool) -> None:
+    """Every turn's advantage from its `reward`, group-relative over all turns of the group."""
+    turns = [turn for traj in group for turn in traj.turns]
+    for turn, a in zip(turns, group_advantages([t.reward for t in turns], normalize_std=normalize_std)):
+        turn.advantage = a

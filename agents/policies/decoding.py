@@ -129,8 +129,9 @@ def sample(model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     cache_arg = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"  # 5.20 renamed it
     device = next(model.parameters()).device
-    distinct = list(dict.fromkeys(tuple(p) for p in prompts))  # a group's G copies of a prompt are prefilled once
-    copy_of = torch.tensor([distinct.index(tuple(p)) for p in prompts], device=device)
+    row_of: dict[tuple[int, ...], int] = {}  # a group's G copies of a prompt are prefilled once, in one row
+    copy_of = torch.tensor([row_of.setdefault(tuple(p), len(row_of)) for p in prompts], device=device)
+    distinct = list(row_of)
     width = max(len(p) for p in distinct)
     ids = torch.full((len(distinct), width), pad_id, dtype=torch.long, device=device)
     mask = torch.zeros_like(ids)

@@ -167,6 +167,11 @@ def task_tiers(model_path: str, task_ids: list[str]) -> dict[str, str]:
     return {task_id: "train" for task_id in task_ids}
 
 
+def runs_folder(args: argparse.Namespace) -> Path:
+    """Where each arm and seed's run folder goes: ``--runs-dir``, or OUT/runs."""
+    return Path(args.runs_dir) if args.runs_dir else Path(args.out) / "runs"
+
+
 def run(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     config = race_config(args)
@@ -196,9 +201,9 @@ def run(args: argparse.Namespace) -> dict:
              initial["train"]["pass_at_1"], initial["train"]["pass_by_turn"],
              initial.get("held_out", {}).get("pass_at_1"), samples)
     runs: dict[str, list[dict]] = {arm: [] for arm in args.arms}
-    runs_dir = Path(args.runs_dir) if args.runs_dir else Path(args.out) / "runs"
-    raw = {"args": vars(args), "config": to_dict(config), "backend": config.backend, "warmup_seconds": warm_s,
-           "initial": initial, "runs": runs, "runs_dir": str(runs_dir)}
+    runs_dir = runs_folder(args)
+    raw = {"args": vars(args), "config": to_dict(config), "warmup_seconds": warm_s, "initial": initial, "runs": runs,
+           "runs_dir": str(runs_dir)}
     for seed in range(args.seeds):
         for arm in arm_order(args.arms, seed):
             policy.model.load_state_dict(start_state, strict=False)
@@ -226,13 +231,13 @@ def finish(raw: dict, args: argparse.Namespace) -> dict:
     """The race's curves and summary from its runs (`run`'s, or a partial JSON's: the runs finished before a race
     was stopped)."""
     runs, initial = {arm: rs for arm, rs in raw["runs"].items() if rs}, raw["initial"]
-    config = raw.get("config") or next(iter(runs.values()))[0]["config"]  # partial files before 0.1 kept no config
+    config = raw.get("config") or next(iter(runs.values()))[0]["config"]  # older partial files kept no config
     curves = {arm: reference_curve(rs, initial["reference_p"]) for arm, rs in runs.items()}
     rollout_curves = {arm: arm_curve(rs, args.window) for arm, rs in runs.items()}
     tiers = task_tiers(config["model"]["path"], list(initial["train"]["per_task"]))
     summary = summarize(runs, curves, rollout_curves, initial, args.target_fraction, tiers, args.gain_floor)
-    runs_dir = raw.get("runs_dir") or args.runs_dir or str(Path(args.out) / "runs")
-    return {"args": raw.get("args", vars(args)), "config": config, "backend": raw.get("backend", config["backend"]),
+    runs_dir = raw.get("runs_dir") or str(runs_folder(args))
+    return {"args": raw.get("args", vars(args)), "config": config, "backend": config["backend"],
             "warmup_seconds": raw.get("warmup_seconds", math.nan), "initial": initial, "runs": runs, "curves": curves,
             "rollout_curves": rollout_curves, "summary": summary, "runs_dir": runs_dir}
 

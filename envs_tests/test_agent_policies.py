@@ -252,3 +252,44 @@ def test_growing_cache_holds_what_concatenation_holds():
     cache.batch_select_indices(torch.tensor([2, 0, 0]))
     keys, _ = cache.update(chunks[1][:3], chunks[1][:3], 0)
     assert torch.equal(keys, torch.cat([torch.cat(chunks, dim=-2)[[2, 0, 0]], chunks[1]], dim=-2))
+
+
+def test_response_logprobs_share_a_prompt_and_equal_one_forward_pass_per_sample(tiny):
+    """Samples sharing a prompt (a group), prompts of other lengths, a one-token response: the log-probabilities
+    and their gradients equal those of the whole sequence run alone through the model, and each distinct
+    prompt goes through the model once."""
+    model, tok = tiny
+    a, b = tok("write relu").input_ids, tok("a much longer prompt " * 3).input_ids
+    prompts = [a, b, a, a, b]
+    responses = [[5, 6, 7, 8], [9], [5, 6], [10, 11, 12, 13, 14, 15], [16, 17, 18]]
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def grads(loss: torch.Tensor) -> list[torch.Tensor]:
+        return [g.clone() for g in torch.autograd.grad(loss, params)]
+
+    expected = []
+    for p, r in zip(prompts, responses):
+        logits = model(input_ids=torch.tensor([p + r])).logits[0, len(p) - 1:-1].float() / 0.7
+        expected.append(logits.log_softmax(-1).gather(-1, torch.tensor(r)[:, None]).squeeze(-1))
+    weights = [torch.randn(len(r), generator=torch.Generator().manual_seed(i)) for i, r in enumerate(responses)]
+    prompt_rows = []
+    forward = model.forward
+
+    @functools.wraps(forward)
+    def counting_forward(*args, **kwargs):
+        if "logits_to_keep" in kwargs:
+            prompt_rows.append(kwargs["input_ids"].shape[0])
+        return forward(*args, **kwargs)
+
+    model.forward = counting_forward
+    try:
+        got = response_logprobs(model, prompts, responses, tok.pad_token_id, 0.7)
+    finally:
+        del model.forward
+    assert prompt_rows == [2]
+    for e, g in zip(expected, got):
+        assert g.shape == e.shape and torch.allclose(g, e, atol=1e-5)
+    want = grads(sum((w * e).sum() for w, e in zip(weights, expected)))
+    have = grads(sum((w * g).sum() for w, g in zip(weights, got)))
+    for w, h in zip(want, have):
+        assert torch.allclose(h, w, atol=1e-5, rtol=1e-4)

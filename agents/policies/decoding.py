@@ -12,12 +12,13 @@ per token is that of ``softmax(logits / temperature)``, before top-k/top-p trunc
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from leap_agents.training.logprobs import cache_argument, pad_left
 
 
 @dataclass
@@ -126,18 +127,12 @@ def sample(model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int
         top_p, top_k: nucleus mass and top-k (0: off), applied as transformers applies them.
         stop: called with a sequence's tokens so far after a token that may end it (the stop rule); True ends it.
     """
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    cache_arg = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"  # 5.20 renamed it
+    cache_arg = cache_argument(model)
     device = next(model.parameters()).device
     row_of: dict[tuple[int, ...], int] = {}  # a group's G copies of a prompt are prefilled once, in one row
     copy_of = torch.tensor([row_of.setdefault(tuple(p), len(row_of)) for p in prompts], device=device)
     distinct = list(row_of)
-    width = max(len(p) for p in distinct)
-    ids = torch.full((len(distinct), width), pad_id, dtype=torch.long, device=device)
-    mask = torch.zeros_like(ids)
-    for i, p in enumerate(distinct):
-        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long, device=device)
-        mask[i, width - len(p):] = 1
+    ids, mask = pad_left(distinct, pad_id, device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     greedy = temperature <= 0
     t = 1.0 if greedy else temperature

@@ -285,6 +285,8 @@ class LeapTrainer:
         o = self.config.optim
         samples: list[Turn] = [turn for traj in batch.trajectories for turn in traj.turns
                                if turn.token_ids and not (o.skip_zero_advantage and abs(turn.advantage) <= 1e-8)]
+        first_seen: dict[tuple[int, ...], int] = {}  # samples of one prompt side by side: one micro-batch runs it once
+        samples.sort(key=lambda s: first_seen.setdefault(tuple(s.prompt_token_ids), len(first_seen)))
         stats = {"samples": float(len(samples)), "trained_tokens": float(sum(len(s.token_ids) for s in samples)),
                  "loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio_mean": 1.0, "grad_norm": 0.0,
                  "optimizer_steps": 0.0, "logprob_gap_mean": 0.0, "logprob_gap_max": 0.0}
@@ -314,7 +316,7 @@ class LeapTrainer:
             rng.shuffle(order)
             n_mb = max(1, min(o.mini_batches, len(order)))
             for m in range(n_mb):
-                mini = order[m::n_mb]
+                mini = sorted(order[m::n_mb])
                 norm = sum(len(samples[i].token_ids) for i in mini) if o.loss_agg == "token" else len(mini)
                 self.optimizer.zero_grad(set_to_none=True)
                 for start in range(0, len(mini), o.micro_batch_size):

@@ -97,12 +97,18 @@ def _mean_curve(clocks: list[list[float]], values: list[list[float]], steps: int
     return {"wall_s": times, "pass_at_1": means, "low": lo, "high": hi}
 
 
+def steps_to_reach(curve: dict[str, list[float]], target: float) -> int | None:
+    """Index of the first point of `curve` at or above `target` (on a reference curve: the steps trained)."""
+    for i, p in enumerate(curve["pass_at_1"]):
+        if p >= target - 1e-9:
+            return i
+    return None
+
+
 def time_to_reach(curve: dict[str, list[float]], target: float) -> float | None:
     """Wall-clock of the first point of `curve` at or above `target`."""
-    for t, p in zip(curve["wall_s"], curve["pass_at_1"]):
-        if p >= target - 1e-9:
-            return t
-    return None
+    i = steps_to_reach(curve, target)
+    return None if i is None else curve["wall_s"][i]
 
 
 def plot(curves: dict[str, dict[str, list[float]]], path: Path, title: str) -> None:
@@ -254,12 +260,14 @@ def race_target(start: float, final: float, fraction: float) -> float:
 
 
 def seed_speedup(base_run: dict, leap_run: dict, start: float, fraction: float) -> dict:
-    """One seed's race: wall-clock each arm needs to reach `fraction` of that seed's multi-turn gain."""
+    """One seed's race: wall-clock each arm needs to reach `fraction` of that seed's multi-turn gain, and the
+    steps it trained by then (the speedup is the ratio of steps times the ratio of seconds per step)."""
     base = reference_curve([base_run], start)
     leap = reference_curve([leap_run], start)
     target = race_target(start, base["pass_at_1"][-1], fraction)
     t_base, t_leap = time_to_reach(base, target), time_to_reach(leap, target)
     return {"seed": base_run["seed"], "target_reference_p": target, "multi_turn_s": t_base, "leap_s": t_leap,
+            "multi_turn_steps": steps_to_reach(base, target), "leap_steps": steps_to_reach(leap, target),
             "speedup": (t_base / t_leap) if (t_base and t_leap) else None}
 
 
@@ -439,7 +447,8 @@ def print_summary(result: dict) -> None:
         print("wall-clock ratio multi-turn / LEAP to that target: " + (f"{ratio:.2f}x" if ratio else "n/a"))
         print("per seed: " + "; ".join(
             f"seed {p['seed']} target {p['target_reference_p']:.3f}: "
-            + (f"{p['speedup']:.2f}x ({p['multi_turn_s']:.0f} s vs {p['leap_s']:.0f} s)" if p["speedup"]
+            + (f"{p['speedup']:.2f}x ({p['multi_turn_s']:.0f} s vs {p['leap_s']:.0f} s, "
+               f"{p['multi_turn_steps']} vs {p['leap_steps']} steps)" if p["speedup"]
                else "LEAP never reached it") for p in s["speedup_per_seed"]))
         before, after = s["multi_turn_before_after"]
         print(f"multi-turn learned (gain >= {s['multi_turn_gain_floor']:.2f} and > 2x its seed spread): "

@@ -35,6 +35,7 @@ def test_a_plateau_wobble_does_not_decide_the_race():
     seed = race.seed_speedup(base, leap, 0.5, 0.9)
     assert seed["target_reference_p"] == pytest.approx(0.788)
     assert (seed["multi_turn_s"], seed["leap_s"], seed["speedup"]) == (20, 10, 2.0)
+    assert (seed["multi_turn_steps"], seed["leap_steps"]) == (2, 2)  # the same steps, half the seconds per step
 
 
 def test_tiers_and_the_repair_comparison():

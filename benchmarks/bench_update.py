@@ -29,7 +29,7 @@ import torch
 
 from leap_agents.training import trainer as trainer_module
 from leap_agents.training.config import load_config
-from leap_agents.training.logprobs import pad_right, response_logprobs
+from leap_agents.training.logprobs import pad, response_logprobs
 from leap_agents.training.trajectory import assign_rewards
 
 
@@ -37,7 +37,7 @@ def one_pass_logprobs(model: torch.nn.Module, prompts: Sequence[Sequence[int]], 
                       pad_id: int, temperature: float = 1.0) -> list[torch.Tensor]:
     """The former scorer: one right-padded row per sample, logits at every position."""
     device = next(model.parameters()).device
-    ids, mask = pad_right([list(p) + list(r) for p, r in zip(prompts, responses)], pad_id, device)
+    ids, mask = pad([list(p) + list(r) for p, r in zip(prompts, responses)], pad_id, device)
     logits = model(input_ids=ids, attention_mask=mask).logits
     t = temperature if temperature and temperature > 0 else 1.0
     out = []
@@ -65,15 +65,16 @@ def main(argv: list[str] | None = None) -> None:
     r = config.reward
     assign_rewards(batch.groups, r.scheme, r.gamma, r.tie_break, r.normalize_std, r.credit)
     turns = [t for traj in batch.trajectories for t in traj.turns if t.token_ids]
+    scorers = {"before": one_pass_logprobs, "after": response_logprobs}
     with torch.no_grad():
         scored = {name: scorer(trainer.model, [t.prompt_token_ids for t in turns], [t.token_ids for t in turns],
                                trainer.policy.tokenizer.pad_token_id, config.rollout.temperature)
-                  for name, scorer in (("before", one_pass_logprobs), ("after", response_logprobs))}
+                  for name, scorer in scorers.items()}
     gap = max(float((a - b).abs().max()) for a, b in zip(scored["before"], scored["after"]))
     start_weights = {n: w.detach().clone() for n, w in trainer.model.named_parameters() if w.requires_grad}
     start_optimizer = copy.deepcopy(trainer.optimizer.state_dict())
     seconds, stats = {}, {}
-    for name, scorer in (("before", one_pass_logprobs), ("after", response_logprobs)):
+    for name, scorer in scorers.items():
         trainer.model.load_state_dict(start_weights, strict=False)
         trainer.optimizer.load_state_dict(copy.deepcopy(start_optimizer))
         trainer_module.response_logprobs = scorer

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from leap_agents.training.logprobs import cache_argument, pad_left
+from leap_agents.training.logprobs import cache_argument, distinct_prompts
 
 
 @dataclass
@@ -129,11 +129,7 @@ def sample(model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int
     """
     cache_arg = cache_argument(model)
     device = next(model.parameters()).device
-    row_of: dict[tuple[int, ...], int] = {}  # a group's G copies of a prompt are prefilled once, in one row
-    copy_of = torch.tensor([row_of.setdefault(tuple(p), len(row_of)) for p in prompts], device=device)
-    distinct = list(row_of)
-    ids, mask = pad_left(distinct, pad_id, device)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    copy_of, ids, mask, positions = distinct_prompts(prompts, pad_id, device)  # a group's prompt is prefilled once
     greedy = temperature <= 0
     t = 1.0 if greedy else temperature
     out = [Sampled() for _ in prompts]
@@ -142,7 +138,7 @@ def sample(model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int
     cache = _growing_cache()
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1,
                    **{cache_arg: cache}).logits[:, -1].float()
-    if len(distinct) < len(prompts):
+    if len(ids) < len(prompts):
         cache.batch_select_indices(copy_of)
     logits, mask, last = logits[copy_of], mask[copy_of], positions[copy_of, -1]
     for _ in range(max_new_tokens):

@@ -14,27 +14,32 @@ from collections.abc import Sequence
 import torch
 
 
-def pad_right(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad token lists into ``(ids, attention_mask)`` tensors."""
+def pad(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device | str,
+        left: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad token lists into ``(ids, attention_mask)`` tensors, on the right, or on the left (every sequence then
+    ends in the last column)."""
     length = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), length), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), length), dtype=torch.long)
     for i, s in enumerate(seqs):
-        ids[i, :len(s)] = torch.tensor(list(s), dtype=torch.long)
-        mask[i, :len(s)] = 1
+        cols = slice(length - len(s), length) if left else slice(0, len(s))
+        ids[i, cols] = torch.tensor(list(s), dtype=torch.long)
+        mask[i, cols] = 1
     return ids.to(device), mask.to(device)
 
 
-def pad_left(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-pad token lists into ``(ids, attention_mask)`` tensors (every sequence ends in the last column)."""
-    length = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), length), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), length), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        if s:
-            ids[i, length - len(s):] = torch.tensor(list(s), dtype=torch.long)
-            mask[i, length - len(s):] = 1
-    return ids.to(device), mask.to(device)
+def distinct_prompts(prompts: Sequence[Sequence[int]], pad_id: int,
+                     device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each distinct prompt once (a group's G copies of a prompt share one row), left-padded.
+
+    Returns:
+        ``(copy_of, ids, mask, positions)``: the row of each prompt, and the rows' token ids, attention mask and
+        position ids.
+    """
+    row_of: dict[tuple[int, ...], int] = {}
+    copy_of = torch.tensor([row_of.setdefault(tuple(p), len(row_of)) for p in prompts], device=device)
+    ids, mask = pad(list(row_of), pad_id, device, left=True)
+    return copy_of, ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
 
 
 def cache_argument(model: torch.nn.Module) -> str:
@@ -64,10 +69,7 @@ def response_logprobs(model: torch.nn.Module, prompts: Sequence[Sequence[int]], 
     from transformers import DynamicCache
 
     device = next(model.parameters()).device
-    row_of: dict[tuple[int, ...], int] = {}
-    copy_of = torch.tensor([row_of.setdefault(tuple(p), len(row_of)) for p in prompts], device=device)
-    prompt_ids, prompt_mask = pad_left(list(row_of), pad_id, device)
-    positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+    copy_of, prompt_ids, prompt_mask, positions = distinct_prompts(prompts, pad_id, device)
     cache = DynamicCache()
     cache_kw = {cache_argument(model): cache}
     first = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, use_cache=True,
@@ -75,10 +77,9 @@ def response_logprobs(model: torch.nn.Module, prompts: Sequence[Sequence[int]], 
     width = max(len(r) for r in responses) - 1  # the last response token predicts nothing
     rest = None
     if width > 0:
-        if len(row_of) < len(prompts):
+        if len(prompt_ids) < len(prompts):
             cache.batch_select_indices(copy_of)
-        ids, mask = pad_right([list(r)[:-1] for r in responses], pad_id, device)
-        ids, mask = ids[:, :width], mask[:, :width]
+        ids, mask = pad([list(r)[:-1] for r in responses], pad_id, device)
         rest = model(input_ids=ids, attention_mask=torch.cat([prompt_mask[copy_of], mask], dim=-1),
                      position_ids=positions[copy_of, -1:] + 1 + torch.arange(width, device=device), use_cache=True,
                      **cache_kw).logits

@@ -367,7 +367,8 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
         before, after = base["train_pass_at_1_before"], base["train_pass_at_1_after"]
         out["multi_turn_before_after"] = [before, after]
         out["multi_turn_gain_floor"] = gain_floor
-        out["multi_turn_learned"] = after - before >= gain_floor and after - before > 2 * base["train_spread"]
+        out["multi_turn_learned"] = against_spread(after - before >= gain_floor and after - before > 2 * base["train_spread"],
+                                                   len(runs["multi_turn"]))
         speedups = [p["speedup"] for p in per_seed]
         out["criteria"] = {
             "multi_turn_gain_at_least_floor_and_twice_spread": out["multi_turn_learned"],
@@ -383,15 +384,25 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
     return out
 
 
+def against_spread(verdict: bool, seeds: int) -> bool | None:
+    """A verdict that compares a difference with twice its seed spread; None (n/a) from one seed, which has none."""
+    return verdict if seeds > 1 else None
+
+
 def repair_comparison(leap: dict, single: dict) -> dict:
     """Does LEAP keep the repair ability that training on first attempts alone loses? Self-correction after
     training (pass within the turn budget minus first-turn pass), LEAP against single-turn GRPO: shown when
-    LEAP's is higher by more than twice the two arms' combined seed spread."""
+    LEAP's is higher by more than twice the two arms' combined seed spread (None from one seed)."""
     diff = leap["self_correction_after"] - single["self_correction_after"]
     spread = math.hypot(leap["self_correction_spread"], single["self_correction_spread"])
+    seeds = min(len(leap["self_correction_after_per_seed"]), len(single["self_correction_after_per_seed"]))
     return {"leap": leap["self_correction_after"], "single_turn": single["self_correction_after"],
             "leap_spread": leap["self_correction_spread"], "single_turn_spread": single["self_correction_spread"],
-            "difference": diff, "combined_spread": spread, "shown": diff > 0 and diff > 2 * spread}
+            "difference": diff, "combined_spread": spread, "shown": against_spread(diff > 0 and diff > 2 * spread, seeds)}
+
+
+def verdict(ok: bool | None, yes: str, no: str) -> str:
+    return "n/a (one seed: no spread)" if ok is None else yes if ok else no
 
 
 def print_summary(result: dict) -> None:
@@ -432,7 +443,7 @@ def print_summary(result: dict) -> None:
         r = s["repair_vs_single_turn"]
         print(f"self-correction after training: LEAP {r['leap']:.3f} (sd {r['leap_spread']:.3f}), single-turn GRPO "
               f"{r['single_turn']:.3f} (sd {r['single_turn_spread']:.3f}): LEAP keeps more repair ability than training "
-              f"on first attempts alone: {'shown' if r['shown'] else 'not shown'} (difference {r['difference']:+.3f}, "
+              f"on first attempts alone: {verdict(r['shown'], 'shown', 'not shown')} (difference {r['difference']:+.3f}, "
               f"twice the combined spread {2 * r['combined_spread']:.3f})")
     print(f"{'arm':<12} P(first-turn sample = reference), training tasks: before -> after (per seed)")
     for arm, a in s["arms"].items():
@@ -452,10 +463,10 @@ def print_summary(result: dict) -> None:
                else "LEAP never reached it") for p in s["speedup_per_seed"]))
         before, after = s["multi_turn_before_after"]
         print(f"multi-turn learned (gain >= {s['multi_turn_gain_floor']:.2f} and > 2x its seed spread): "
-              f"{s['multi_turn_learned']} "
+              f"{verdict(s['multi_turn_learned'], 'True', 'False')} "
               f"(train pass@1 {before:.3f} -> {after:.3f})")
         for name, ok in s["criteria"].items():
-            print(f"  {'meets' if ok else 'SHORT'}: {name}")
+            print(f"  {verdict(ok, 'meets', 'SHORT')}: {name}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -44,10 +44,12 @@ def test_tiers_and_the_repair_comparison():
     assert tiers["easy"] == {"tasks": 1, "pass_at_1": 0.5, "pass_within_budget": 0.75}
     assert tiers["refine"] == {"tasks": 1, "pass_at_1": 0.0, "pass_within_budget": 0.5}
     assert tiers["unseen"]["pass_within_budget"] == 0.0
-    leap = {"self_correction_after": 0.30, "self_correction_spread": 0.02}
-    single = {"self_correction_after": 0.10, "self_correction_spread": 0.03}
-    assert race.repair_comparison(leap, single)["shown"]
-    assert not race.repair_comparison({**leap, "self_correction_after": 0.15}, single)["shown"]
+    leap = {"self_correction_after": 0.30, "self_correction_spread": 0.02, "self_correction_after_per_seed": [0.28, 0.32]}
+    single = {"self_correction_after": 0.10, "self_correction_spread": 0.03, "self_correction_after_per_seed": [0.07, 0.13]}
+    assert race.repair_comparison(leap, single)["shown"] is True
+    assert race.repair_comparison({**leap, "self_correction_after": 0.15}, single)["shown"] is False
+    one_seed = {**leap, "self_correction_spread": 0.0, "self_correction_after_per_seed": [0.30]}
+    assert race.repair_comparison(one_seed, single)["shown"] is None  # no spread to compare against: n/a
 
 
 def judged(p: float, n: int = 100) -> dict:
@@ -81,7 +83,8 @@ def test_the_summary_judges_the_gain_against_the_floor_and_carries_standard_erro
 
 def test_a_stopped_race_is_summarized_from_its_partial_runs():
     """`--finish`: the runs a stopped race wrote to its partial JSON (which may predate the config field) give the
-    same summary as the race itself would."""
+    same summary as the race itself would; from one seed the verdicts against a seed spread are n/a (None), not
+    true by default."""
     import argparse
 
     initial = {"train": judged(0.40), "held_out": judged(0.20), "reference_p": 0.5}
@@ -93,4 +96,5 @@ def test_a_stopped_race_is_summarized_from_its_partial_runs():
     result = race.finish({"initial": initial, "runs": runs}, args)
     assert set(result["runs"]) == {"leap", "multi_turn"} and result["runs_dir"] == "out/runs"
     assert result["summary"]["speedup_leap_vs_multi_turn"] == pytest.approx(2.0)
-    assert result["summary"]["multi_turn_learned"] is True and result["backend"] == "cpu"
+    assert result["summary"]["multi_turn_learned"] is None and result["backend"] == "cpu"
+    assert result["summary"]["criteria"]["multi_turn_gain_at_least_floor_and_twice_spread"] is None

@@ -14,6 +14,7 @@ from leap_agents.policies.hf import HFPolicy
 from leap_agents.policies.prompts import MiniPrompt, mini_prompt
 from leap_agents.training.callbacks import ReferenceProbe
 from leap_agents.training.config import ARMS, TrainConfig, arm_config
+from leap_agents.training.logprobs import response_logprobs
 from leap_agents.training.mini.data import EOS, PAD, as_response, mini_tasks, reference_cuda
 from leap_agents.training.rollout import RolloutBatch
 from leap_agents.training.sft import sft
@@ -230,6 +231,45 @@ def test_update_divides_by_the_distribution_the_samples_came_from(tmp_path, smal
     trainer.config.optim.max_logprob_gap = 0.05
     with pytest.raises(RuntimeError, match="another distribution"):
         trainer.update(_batch(small_policy, relu, temperature=0.8))
+    small_policy.model.load_state_dict(state)
+
+
+def test_one_epoch_of_one_mini_batch_divides_by_its_own_forward_pass(tmp_path, small_policy, relu, monkeypatch):
+    """With one optimizer step per update the forward pass is at the sampling weights: the update skips the
+    separate scoring pass and takes the same step, with the same sampler gap, as with it; a gap above the bound
+    still refuses the batch before any weight moves."""
+    import leap_agents.training.trainer as trainer_module
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(len(args[1]))
+        return response_logprobs(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "response_logprobs", counted)
+    state = copy.deepcopy(small_policy.model.state_dict())
+    batch = _batch(small_policy, relu)
+    after, stats = {}, {}
+    for one_pass in (True, False):
+        small_policy.model.load_state_dict(state)
+        calls.clear()
+        with monkeypatch.context() as m:
+            if not one_pass:
+                m.setattr(trainer_module.LeapTrainer, "_one_pass", lambda self, n: False)
+            trainer = _trainer(tmp_path, small_policy, relu, epochs=1, lr=3e-2, kl_coef=0.0, micro_batch_size=1)
+            stats[one_pass] = trainer.update(batch)
+        after[one_pass] = {k: v.clone() for k, v in small_policy.model.state_dict().items()}
+        assert calls == ([1, 1] if one_pass else [1, 1, 1, 1])  # scoring then training: two passes per micro-batch
+    assert all(torch.equal(after[True][k], after[False][k]) for k in state)
+    assert any(not torch.equal(after[True][k], state[k]) for k in state)
+    for key in ("loss", "grad_norm", "ratio_mean", "logprob_gap_mean", "logprob_gap_max"):
+        assert stats[True][key] == stats[False][key], key
+    small_policy.model.load_state_dict(state)
+    trainer = _trainer(tmp_path, small_policy, relu, epochs=1, lr=3e-2, kl_coef=0.0)
+    trainer.config.rollout.temperature = 3.0
+    with pytest.raises(RuntimeError, match="another distribution"):
+        trainer.update(batch)
+    assert all(torch.equal(v, state[k]) for k, v in small_policy.model.state_dict().items())
     small_policy.model.load_state_dict(state)
 
 

@@ -280,7 +280,9 @@ class LeapTrainer:
         optimizer step, at the sampling temperature: the distribution the samples came from, whatever
         generated them (this trainer's `HFPolicy` or a vLLM engine, ``model.engine``). The sampler's log-probabilities
         of its own samples are set beside it (``logprob_gap_mean``, ``logprob_gap_max``); a mean gap above
-        `optim.max_logprob_gap` per token raises `LogprobGapError` (the samples came from another distribution).
+        `optim.max_logprob_gap` per token raises `LogprobGapError` (the samples came from another distribution),
+        before any optimizer step. With one epoch of one mini-batch the denominator is the update's own forward
+        pass, detached (the same weights, batches and padding), so no separate scoring pass runs.
         """
         o = self.config.optim
         samples: list[Turn] = [turn for traj in batch.trajectories for turn in traj.turns
@@ -293,22 +295,11 @@ class LeapTrainer:
         if not samples:
             return stats
         self.model.eval()  # old and new log-probabilities of one distribution: no dropout on either side
-        old = self._score(self.model, samples)
+        one_pass = self._one_pass(len(samples))
+        old: list[torch.Tensor | None] = [None] * len(samples) if one_pass else self._score(self.model, samples)
         ref = self._score(self.ref_model, samples) if self.ref_model is not None else None
-        sampled = [(torch.tensor(s.logprobs), lp.float().cpu()) for s, lp in zip(samples, old)
-                   if not s.off_policy and len(s.logprobs) == len(s.token_ids)]
-        if sampled:
-            gaps = torch.cat([(a - b).abs() for a, b in sampled])
-            stats.update(logprob_gap_mean=float(gaps.mean()), logprob_gap_max=float(gaps.max()),
-                         logprob_sampler_mean=float(torch.cat([a for a, _ in sampled]).mean()),
-                         logprob_trainer_mean=float(torch.cat([b for _, b in sampled]).mean()))
-            if stats["logprob_gap_mean"] > o.max_logprob_gap:
-                raise LogprobGapError(
-                    f"the sampler's log-probabilities of its samples differ from the trainer's by "
-                    f"{stats['logprob_gap_mean']:.4f} nats per token on average (max {stats['logprob_gap_max']:.4f}), above "
-                    f"optim.max_logprob_gap = {o.max_logprob_gap}: the samples came from another distribution than the "
-                    "one being trained (a sampler not serving the trainer's weights, another temperature, top-p/top-k "
-                    "truncation); check the adapter it loads and model.dtype, or raise the bound knowingly")
+        if not one_pass:
+            self._check_sampler_gap(samples, old, stats)
         rng = random.Random(self.step)
         totals = {"loss": 0.0, "clipped": 0.0, "kl": 0.0, "ratio": 0.0, "tokens": 0.0, "grad_norm": 0.0}
         order = list(range(len(samples)))
@@ -327,6 +318,8 @@ class LeapTrainer:
                                                 self.config.rollout.temperature)
                     loss = torch.zeros((), device=self.policy.device)
                     for i, lp in zip(micro, new):
+                        if old[i] is None:
+                            old[i] = lp.detach()
                         per_token, st = clipped_policy_loss(lp, old[i].to(lp.device), float(samples[i].advantage),
                                                             o.clip_eps, o.clip_eps_high,
                                                             ref[i].to(lp.device) if ref is not None else None, o.kl_coef)
@@ -336,6 +329,8 @@ class LeapTrainer:
                         totals["tokens"] += len(lp)
                     loss.backward()
                     totals["loss"] += float(loss.detach())
+                if one_pass:
+                    self._check_sampler_gap(samples, old, stats)
                 params = [p for p in self.model.parameters() if p.requires_grad]
                 norm_value = torch.nn.utils.clip_grad_norm_(params, o.max_grad_norm if o.max_grad_norm > 0 else math.inf)
                 totals["grad_norm"] += float(norm_value)
@@ -346,6 +341,30 @@ class LeapTrainer:
         stats.update(loss=totals["loss"] / steps, clip_frac=totals["clipped"] / tok, kl=totals["kl"] / tok,
                      ratio_mean=totals["ratio"] / tok, grad_norm=totals["grad_norm"] / steps)
         return stats
+
+    def _one_pass(self, n_samples: int) -> bool:
+        """One epoch of one mini-batch: the update's only forward pass runs at the sampling weights."""
+        return self.config.optim.epochs == 1 and min(self.config.optim.mini_batches, n_samples) == 1
+
+    def _check_sampler_gap(self, samples: list[Turn], old: list[torch.Tensor], stats: dict[str, float]) -> None:
+        """The sampler's log-probabilities of its samples beside the trainer's (`old`) into `stats`; a mean gap above
+        `optim.max_logprob_gap` raises `LogprobGapError`."""
+        bound = self.config.optim.max_logprob_gap
+        sampled = [(torch.tensor(s.logprobs), lp.float().cpu()) for s, lp in zip(samples, old)
+                   if not s.off_policy and len(s.logprobs) == len(s.token_ids)]
+        if not sampled:
+            return
+        gaps = torch.cat([(a - b).abs() for a, b in sampled])
+        stats.update(logprob_gap_mean=float(gaps.mean()), logprob_gap_max=float(gaps.max()),
+                     logprob_sampler_mean=float(torch.cat([a for a, _ in sampled]).mean()),
+                     logprob_trainer_mean=float(torch.cat([b for _, b in sampled]).mean()))
+        if stats["logprob_gap_mean"] > bound:
+            raise LogprobGapError(
+                f"the sampler's log-probabilities of its samples differ from the trainer's by "
+                f"{stats['logprob_gap_mean']:.4f} nats per token on average (max {stats['logprob_gap_max']:.4f}), above "
+                f"optim.max_logprob_gap = {bound}: the samples came from another distribution than the "
+                "one being trained (a sampler not serving the trainer's weights, another temperature, top-p/top-k "
+                "truncation); check the adapter it loads and model.dtype, or raise the bound knowingly")
 
     def judge(self, tasks: list[Any], samples: int, seed: int = 12345) -> dict[str, Any]:
         """`evaluate_policy` of the current policy on `tasks` with this run's backend, turns and temperature."""

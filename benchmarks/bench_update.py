@@ -2,13 +2,16 @@
 
 One rollout step of a preset (by default the SmolLM2 race's: the `smollm2` preset over LEAP-mini's 19 training
 tasks, 4 per step, G=8, 2 turns), its rewards shaped, then `LeapTrainer.update` on that batch twice from the same
-weights and optimizer state:
+weights and optimizer state, three times:
 
 - before: every sample's prompt and response as one right-padded sequence per row, the vocabulary projection at
-  every position (how `response_logprobs` scored before);
-- after: `leap_agents.training.logprobs.response_logprobs` as it is now: each distinct prompt of a micro-batch run
-  once, its keys and values copied to the rows of its samples (the update puts a group's samples side by side),
-  and the vocabulary projection only where a response token is predicted.
+  every position (how `response_logprobs` scored before), and a scoring pass for the ratio's denominator before
+  the update's own forward pass;
+- shared prompts: `leap_agents.training.logprobs.response_logprobs` as it is now: each distinct prompt of a
+  micro-batch run once, its keys and values copied to the rows of its samples (the update puts a group's samples
+  side by side), and the vocabulary projection only where a response token is predicted; still the scoring pass;
+- after: as the update runs now: with one epoch of one mini-batch (the `smollm2` preset) the denominator is the
+  update's own forward pass, detached, and the scoring pass is gone.
 
 Prints the batch's samples and tokens, the seconds of each update and their ratio, each update's loss, and the
 largest difference between the log-probabilities the two scorers give every turn of the batch:
@@ -74,10 +77,16 @@ def main(argv: list[str] | None = None) -> None:
     start_weights = {n: w.detach().clone() for n, w in trainer.model.named_parameters() if w.requires_grad}
     start_optimizer = copy.deepcopy(trainer.optimizer.state_dict())
     seconds, stats = {}, {}
-    for name, scorer in scorers.items():
+    paths = {"before": (one_pass_logprobs, False), "shared prompts": (response_logprobs, False),
+             "after": (response_logprobs, None)}
+    for name, (scorer, one_pass) in paths.items():
         trainer.model.load_state_dict(start_weights, strict=False)
         trainer.optimizer.load_state_dict(copy.deepcopy(start_optimizer))
         trainer_module.response_logprobs = scorer
+        if one_pass is False:  # the scoring pass runs whatever the epochs
+            trainer._one_pass = lambda n: False
+        else:
+            del trainer._one_pass
         t0 = time.perf_counter()
         stats[name] = trainer.update(batch)
         seconds[name] = time.perf_counter() - t0
@@ -88,9 +97,10 @@ def main(argv: list[str] | None = None) -> None:
           f"{sum(len(t.token_ids) for t in turns) / len(turns):.0f} response tokens each on average); "
           f"{stats['after']['samples']:.0f} trained, {config.optim.epochs} epochs, micro-batch "
           f"{config.optim.micro_batch_size}, {args.threads} threads")
-    print(f"{'path':<8} {'update s':>9} {'vs before':>10} {'loss':>10}")
-    for name in ("before", "after"):
-        print(f"{name:<8} {seconds[name]:>9.1f} {seconds['before'] / seconds[name]:>9.2f}x {stats[name]['loss']:>10.5f}")
+    print(f"{'path':<15} {'update s':>9} {'vs before':>10} {'loss':>10}")
+    for name in paths:
+        print(f"{name:<15} {seconds[name]:>9.1f} {seconds['before'] / seconds[name]:>9.2f}x "
+              f"{stats[name]['loss']:>10.5f}")
     print(f"largest log-probability difference between the two scorers, over every turn: {gap:.1e}")
 
 

@@ -10,7 +10,10 @@ so background load on a shared machine falls on all arms alike; the 1-minute loa
 every run. Every step records pass@1 and pass by turn of its rollout (on-policy, before the update), the
 wall-clock split into generation, evaluation and update, turns spent and DCP decisions. Before training and
 after every run, every training and held-out task is judged `--eval-samples` times with full refinement (no
-pruning), outside the timed training clock.
+pruning), outside the timed training clock. Each seed also judges the start policy with the sampling seed that
+judges its trained policies: a policy a few updates away samples mostly the same tokens from the same seed, so
+the gain against it (``train_gain_same_seed``) is free of the judging seed's luck, and it is the gain that decides
+whether multi-turn learned.
 
 Every step also records, off the clock, the probability that a first-turn sample (at the training
 temperature) is exactly the task's reference solution, averaged over every training task (the trainer's
@@ -178,26 +181,61 @@ def runs_folder(args: argparse.Namespace) -> Path:
     return Path(args.runs_dir) if args.runs_dir else Path(args.out) / "runs"
 
 
+def judging_seed(seed: int) -> int:
+    """The sampling seed that judges a race seed's trained policies, and the start policy beside them."""
+    return 54321 + seed
+
+
+class Judge:
+    """`evaluate_policy` of a race's policy on its training and held-out tasks, full refinement."""
+
+    def __init__(self, policy: Any, config: Any, held_out_samples: int | None = None):
+        self.policy, self.config = policy, config
+        self.train = select_tasks(config)
+        self.held = select_tasks(config, "held_out") if config.split == "train" else []
+        self.samples = config.run.eval_samples
+        self.held_samples = held_out_samples or self.samples
+
+    def __call__(self, seed: int) -> dict:
+        c, r = self.config, self.config.rollout
+        judged = {"train": evaluate_policy(self.policy, self.train, c.backend, self.samples, r.max_turns, r.temperature,
+                                           seed, r.max_new_tokens, r.eval_workers)}
+        if self.held:
+            judged["held_out"] = evaluate_policy(self.policy, self.held, c.backend, self.held_samples, r.max_turns,
+                                                 r.temperature, seed + 1, r.max_new_tokens, r.eval_workers)
+        return judged
+
+
+def judge_start_by_seed(raw: dict, args: argparse.Namespace) -> None:
+    """For a race whose runs lack it: the start policy judged with each seed's judging seed, into every run of
+    that seed (``start_same_seed``), as `run` does before a seed's arms."""
+    from leap_agents.training.config import TrainConfig, from_dict
+
+    torch.set_num_threads(args.threads)
+    config = from_dict(TrainConfig, raw["config"])
+    policy = build_policy(config)
+    judge = Judge(policy, config, raw.get("args", {}).get("held_out_samples"))
+    seeds = sorted({r["seed"] for rs in raw["runs"].values() for r in rs if "start_same_seed" not in r})
+    for seed in seeds:
+        judged = judge(judging_seed(seed))
+        log.info("start policy judged with seed %d's judging seed: train pass@1 %.3f, held-out %s", seed,
+                 judged["train"]["pass_at_1"], judged.get("held_out", {}).get("pass_at_1"))
+        for rs in raw["runs"].values():
+            for r in rs:
+                if r["seed"] == seed:
+                    r["start_same_seed"] = judged
+
+
 def run(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     config = race_config(args)
     t0 = time.perf_counter()
     policy = build_policy(config)
     warm_s = time.perf_counter() - t0
-    train = select_tasks(config)
-    held = select_tasks(config, "held_out") if config.split == "train" else []
+    judge_policy = Judge(policy, config, args.held_out_samples)
+    train, samples = judge_policy.train, judge_policy.samples
     start_state = {n: p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
     r = config.rollout
-    samples = config.run.eval_samples
-    held_samples = args.held_out_samples or samples
-
-    def judge_policy(seed: int) -> dict:
-        judged = {"train": evaluate_policy(policy, train, config.backend, samples, r.max_turns, r.temperature, seed,
-                                           r.max_new_tokens, r.eval_workers)}
-        if held:
-            judged["held_out"] = evaluate_policy(policy, held, config.backend, held_samples, r.max_turns, r.temperature,
-                                                 seed + 1, r.max_new_tokens, r.eval_workers)
-        return judged
 
     initial = judge_policy(12345)
     probe_engine = LeapTrainer(config, policy=policy, tasks=train).engine
@@ -211,6 +249,8 @@ def run(args: argparse.Namespace) -> dict:
     raw = {"args": vars(args), "config": to_dict(config), "warmup_seconds": warm_s, "initial": initial, "runs": runs,
            "runs_dir": str(runs_dir)}
     for seed in range(args.seeds):
+        policy.model.load_state_dict(start_state, strict=False)
+        start_same_seed = judge_policy(judging_seed(seed))  # common random numbers: the gain without the seed's luck
         for arm in arm_order(args.arms, seed):
             policy.model.load_state_dict(start_state, strict=False)
             cfg = arm_config(config, arm)
@@ -219,9 +259,10 @@ def run(args: argparse.Namespace) -> dict:
             trainer = LeapTrainer(cfg, policy=policy, tasks=train)
             history = trainer.train()
             load_after = load_average()
-            final = judge_policy(54321 + seed)
+            final = judge_policy(judging_seed(seed))
             runs[arm].append({"seed": seed, "config": to_dict(cfg), "history": history, "before": initial,
-                              "final": final, "load_average_1min": {"start": load_before, "end_of_training": load_after}})
+                              "start_same_seed": start_same_seed, "final": final,
+                              "load_average_1min": {"start": load_before, "end_of_training": load_after}})
             if args.out:  # the raw runs so far, in case a later run or the summary fails
                 Path(args.out).mkdir(parents=True, exist_ok=True)
                 (Path(args.out) / "leap_vs_baselines.partial.json").write_text(json.dumps(raw, default=str))
@@ -347,6 +388,15 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
             "refinement_turn_share": (turns - first_turns) / turns if turns else 0.0, "decisions": decisions,
             "load_average_1min": [r["load_average_1min"] for r in rs],
         }
+        if all("start_same_seed" in r for r in rs):  # the gain against the start judged with the same sampling seed
+            gains = [r["final"]["train"]["pass_at_1"] - r["start_same_seed"]["train"]["pass_at_1"] for r in rs]
+            out["arms"][arm].update(
+                train_pass_at_1_start_same_seed_per_seed=[r["start_same_seed"]["train"]["pass_at_1"] for r in rs],
+                train_gain_same_seed_per_seed=gains, train_gain_same_seed=statistics.fmean(gains),
+                train_gain_same_seed_spread=statistics.pstdev(gains) if len(gains) > 1 else 0.0,
+                held_out_gain_same_seed_per_seed=[
+                    r["final"]["held_out"]["pass_at_1"] - r["start_same_seed"]["held_out"]["pass_at_1"]
+                    for r in rs if "held_out" in r["final"]])
     if "multi_turn" in curves and "leap" in curves:
         base, leap = out["arms"]["multi_turn"], out["arms"]["leap"]
         target = race_target(curves["multi_turn"]["pass_at_1"][0], curves["multi_turn"]["pass_at_1"][-1], fraction)
@@ -367,8 +417,12 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
         before, after = base["train_pass_at_1_before"], base["train_pass_at_1_after"]
         out["multi_turn_before_after"] = [before, after]
         out["multi_turn_gain_floor"] = gain_floor
-        out["multi_turn_learned"] = against_spread(after - before >= gain_floor and after - before > 2 * base["train_spread"],
-                                                   len(runs["multi_turn"]))
+        paired = "train_gain_same_seed" in base
+        gain, spread = ((base["train_gain_same_seed"], base["train_gain_same_seed_spread"]) if paired
+                        else (after - before, base["train_spread"]))
+        out["multi_turn_gain"] = gain
+        out["multi_turn_gain_against"] = "the start judged with each seed's sampling seed" if paired else "the start"
+        out["multi_turn_learned"] = against_spread(gain >= gain_floor and gain > 2 * spread, len(runs["multi_turn"]))
         speedups = [p["speedup"] for p in per_seed]
         out["criteria"] = {
             "multi_turn_gain_at_least_floor_and_twice_spread": out["multi_turn_learned"],
@@ -445,6 +499,13 @@ def print_summary(result: dict) -> None:
               f"{r['single_turn']:.3f} (sd {r['single_turn_spread']:.3f}): LEAP keeps more repair ability than training "
               f"on first attempts alone: {verdict(r['shown'], 'shown', 'not shown')} (difference {r['difference']:+.3f}, "
               f"twice the combined spread {2 * r['combined_spread']:.3f})")
+    if all("train_gain_same_seed" in a for a in s["arms"].values()):
+        print(f"{'arm':<12} training pass@1 gain against the start judged with the same sampling seed: mean (sd; "
+              f"per seed), held-out per seed")
+        for arm, a in s["arms"].items():
+            print(f"{arm:<12} {a['train_gain_same_seed']:+.3f} ({a['train_gain_same_seed_spread']:.3f}; "
+                  + " ".join(f"{x:+.3f}" for x in a["train_gain_same_seed_per_seed"]) + "), held-out "
+                  + " ".join(f"{x:+.3f}" for x in a["held_out_gain_same_seed_per_seed"]))
     print(f"{'arm':<12} P(first-turn sample = reference), training tasks: before -> after (per seed)")
     for arm, a in s["arms"].items():
         print(f"{arm:<12} {a['reference_p_before']:.3f} -> {a['reference_p_after']:.3f} "
@@ -464,7 +525,8 @@ def print_summary(result: dict) -> None:
         before, after = s["multi_turn_before_after"]
         print(f"multi-turn learned (gain >= {s['multi_turn_gain_floor']:.2f} and > 2x its seed spread): "
               f"{verdict(s['multi_turn_learned'], 'True', 'False')} "
-              f"(train pass@1 {before:.3f} -> {after:.3f})")
+              f"(train pass@1 {before:.3f} -> {after:.3f}; gain {s['multi_turn_gain']:+.3f} against "
+              f"{s.get('multi_turn_gain_against', 'the start')})")
         for name, ok in s["criteria"].items():
             print(f"  {verdict(ok, 'meets', 'SHORT')}: {name}")
 
@@ -500,13 +562,23 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--runs-dir", default=None, help="each arm and seed's run folder DIR/<arm>-seed<n> (default: "
                                                     "OUT/runs) and a report of the arms of seed 0, DIR/report.html")
     p.add_argument("--finish", metavar="PARTIAL_JSON",
-                   help="train nothing: summarize the runs of a stopped race's leap_vs_baselines.partial.json")
+                   help="train nothing: summarize the runs of a stopped race's leap_vs_baselines.partial.json (or "
+                        "of a finished race's leap_vs_baselines.json)")
+    p.add_argument("--judge-start", action="store_true",
+                   help="with --finish: first judge the start policy with each seed's judging seed where the runs "
+                        "lack it (races before the race did so itself)")
     args = p.parse_args(argv)
     if args.quick:
         args.seeds, args.steps, args.tasks_per_step, args.group_size, args.window, args.eval_samples = 1, 2, 3, 2, 1, 1
         args.out = args.out if args.out != "benchmarks/results" else "/tmp/leap_vs_baselines_quick"
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
-    result = finish(json.loads(Path(args.finish).read_text()), args) if args.finish else run(args)
+    if args.finish:
+        raw = json.loads(Path(args.finish).read_text())
+        if args.judge_start:
+            judge_start_by_seed(raw, args)
+        result = finish(raw, args)
+    else:
+        result = run(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "leap_vs_baselines.json").write_text(json.dumps(result, indent=1, default=str))

@@ -81,6 +81,29 @@ def test_the_summary_judges_the_gain_against_the_floor_and_carries_standard_erro
     assert summary["speedup_leap_vs_multi_turn"] == pytest.approx(2.0)
 
 
+def test_the_gain_against_the_start_judged_with_the_same_seed_decides_whether_multi_turn_learned():
+    """The start judged with each seed's judging seed (common random numbers) scored 0.45, not the 0.40 of its own
+    judging: multi-turn's gain is 0.07, short of the floor, though 0.52 - 0.40 would pass."""
+    initial = {"train": judged(0.40), "held_out": judged(0.20), "reference_p": 0.5}
+    runs = {"leap": [full_run(s, [5, 5], [0.6, 0.7], 0.50) for s in (0, 1)],
+            "multi_turn": [full_run(s, [10, 10], [0.6, 0.7], 0.52) for s in (0, 1)]}
+    for arm_runs in runs.values():
+        for run in arm_runs:
+            run["start_same_seed"] = {"train": judged(0.45 + 0.01 * run["seed"]), "held_out": judged(0.20)}
+    curves = {arm: race.reference_curve(rs, 0.5) for arm, rs in runs.items()}
+    rollout = {arm: {"pass_at_1": [0.4, 0.5]} for arm in runs}
+    summary = race.summarize(runs, curves, rollout, initial, 0.9, None, 0.10)
+    arm = summary["arms"]["multi_turn"]
+    assert arm["train_gain_same_seed_per_seed"] == [pytest.approx(0.07), pytest.approx(0.06)]
+    assert arm["train_gain_same_seed_spread"] == pytest.approx(0.005)
+    assert arm["held_out_gain_same_seed_per_seed"] == [pytest.approx(0.06)] * 2
+    assert summary["multi_turn_gain"] == pytest.approx(0.065) and summary["multi_turn_learned"] is False
+    assert summary["multi_turn_before_after"] == [0.40, 0.52]
+    for run in runs["multi_turn"]:
+        run["final"]["train"] = judged(0.58)
+    assert race.summarize(runs, curves, rollout, initial, 0.9, None, 0.10)["multi_turn_learned"] is True
+
+
 def test_a_stopped_race_is_summarized_from_its_partial_runs():
     """`--finish`: the runs a stopped race wrote to its partial JSON (which may predate the config field) give the
     same summary as the race itself would; from one seed the verdicts against a seed spread are n/a (None), not

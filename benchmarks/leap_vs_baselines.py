@@ -31,8 +31,9 @@ against wall-clock, one line per arm, spread shaded).
 
     python benchmarks/leap_vs_baselines.py                       # LEAP-mini: 3 seeds x 24 steps x 6 tasks x G=4
     python benchmarks/leap_vs_baselines.py --quick               # a few minutes: 1 seed, 2 steps, small batches
-    python benchmarks/leap_vs_baselines.py --preset smollm2 --set split=train --set task_ids= --seeds 2 --steps 4 \
-        --eval-samples 6 --held-out-samples 17 --gain-floor 0.10 --out benchmarks/results/smollm2   # SmolLM2's race
+    python benchmarks/leap_vs_baselines.py --preset smollm2 --set split=train --set task_ids= \
+        --set reward.credit=solving_turn --set optim.lr=2.0e-4 --seeds 2 --steps 6 --eval-samples 6 \
+        --held-out-samples 17 --gain-floor 0.10 --threads 2 --out benchmarks/results/smollm2   # SmolLM2's race
 """
 
 from __future__ import annotations

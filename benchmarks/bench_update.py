@@ -1,8 +1,8 @@
 """The update before and after: one training step's update at the race's settings, side by side.
 
 One rollout step of a preset (by default the SmolLM2 race's: the `smollm2` preset over LEAP-mini's 19 training
-tasks, 4 per step, G=8, 2 turns), its rewards shaped, then `LeapTrainer.update` on that batch twice from the same
-weights and optimizer state, three times:
+tasks, 4 per step, G=8, 2 turns), its rewards shaped, then `LeapTrainer.update` on that batch three times from the
+same weights and optimizer state:
 
 - before: every sample's prompt and response as one right-padded sequence per row, the vocabulary projection at
   every position (how `response_logprobs` scored before), and a scoring pass for the ratio's denominator before
@@ -77,16 +77,16 @@ def main(argv: list[str] | None = None) -> None:
     start_weights = {n: w.detach().clone() for n, w in trainer.model.named_parameters() if w.requires_grad}
     start_optimizer = copy.deepcopy(trainer.optimizer.state_dict())
     seconds, stats = {}, {}
-    paths = {"before": (one_pass_logprobs, False), "shared prompts": (response_logprobs, False),
-             "after": (response_logprobs, None)}
-    for name, (scorer, one_pass) in paths.items():
+    paths = {"before": (one_pass_logprobs, True), "shared prompts": (response_logprobs, True),
+             "after": (response_logprobs, False)}
+    for name, (scorer, scoring_pass) in paths.items():
         trainer.model.load_state_dict(start_weights, strict=False)
         trainer.optimizer.load_state_dict(copy.deepcopy(start_optimizer))
         trainer_module.response_logprobs = scorer
-        if one_pass is False:  # the scoring pass runs whatever the epochs
+        if scoring_pass:  # whatever the epochs and mini-batches
             trainer._one_pass = lambda n: False
         else:
-            del trainer._one_pass
+            trainer.__dict__.pop("_one_pass", None)
         t0 = time.perf_counter()
         stats[name] = trainer.update(batch)
         seconds[name] = time.perf_counter() - t0

@@ -527,7 +527,7 @@ def print_summary(result: dict) -> None:
         print(f"multi-turn learned (gain >= {s['multi_turn_gain_floor']:.2f} and > 2x its seed spread): "
               f"{verdict(s['multi_turn_learned'], 'True', 'False')} "
               f"(train pass@1 {before:.3f} -> {after:.3f}; gain {s['multi_turn_gain']:+.3f} against "
-              f"{s.get('multi_turn_gain_against', 'the start')})")
+              f"{s['multi_turn_gain_against']})")
         for name, ok in s["criteria"].items():
             print(f"  {verdict(ok, 'meets', 'SHORT')}: {name}")
 

@@ -10,8 +10,8 @@ so background load on a shared machine falls on all arms alike; the 1-minute loa
 every run. Every step records pass@1 and pass by turn of its rollout (on-policy, before the update), the
 wall-clock split into generation, evaluation and update, turns spent and DCP decisions. Before training and
 after every run, every training and held-out task is judged `--eval-samples` times with full refinement (no
-pruning), outside the timed training clock. Each seed also judges the start policy with the sampling seed that
-judges its trained policies: a policy a few updates away samples mostly the same tokens from the same seed, so
+pruning), outside the timed training clock. Each seed judges the start policy with the sampling seed that
+judges its trained policies (seed 0's judging is the start the race reports): a policy a few updates away samples mostly the same tokens from the same seed, so
 the gain against it (``train_gain_same_seed``) is free of the judging seed's luck, and it is the gain that decides
 whether multi-turn learned.
 
@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> dict:
     start_state = {n: p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
     r = config.rollout
 
-    initial = judge_policy(12345)
+    initial = judge_policy(judging_seed(0))  # the start as the race reports it, and seed 0's paired start
     probe_engine = LeapTrainer(config, policy=policy, tasks=train).engine
     initial["reference_p"] = ReferenceProbe(policy, train, probe_engine.first_histories([t.id for t in train]),
                                             r.temperature)()
@@ -251,7 +251,8 @@ def run(args: argparse.Namespace) -> dict:
            "runs_dir": str(runs_dir)}
     for seed in range(args.seeds):
         policy.model.load_state_dict(start_state, strict=False)
-        start_same_seed = judge_policy(judging_seed(seed))  # common random numbers: the gain without the seed's luck
+        # common random numbers: the gain without the judging seed's luck
+        start_same_seed = initial if seed == 0 else judge_policy(judging_seed(seed))
         for arm in arm_order(args.arms, seed):
             policy.model.load_state_dict(start_state, strict=False)
             cfg = arm_config(config, arm)

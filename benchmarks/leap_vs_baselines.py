@@ -11,9 +11,9 @@ every run. Every step records pass@1 and pass by turn of its rollout (on-policy,
 wall-clock split into generation, evaluation and update, turns spent and DCP decisions. Before training and
 after every run, every training and held-out task is judged `--eval-samples` times with full refinement (no
 pruning), outside the timed training clock. Each seed judges the start policy with the sampling seed that
-judges its trained policies (seed 0's judging is the start the race reports): a policy a few updates away samples mostly the same tokens from the same seed, so
-the gain against it (``train_gain_same_seed``) is free of the judging seed's luck, and it is the gain that decides
-whether multi-turn learned.
+judges its trained policies (seed 0's judging is the start the race reports): a policy a few updates away
+samples mostly the same tokens from the same seed, so the gain against it (``train_gain_same_seed``) is free of
+the judging seed's luck, and it is the gain that decides whether multi-turn learned.
 
 Every step also records, off the clock, the probability that a first-turn sample (at the training
 temperature) is exactly the task's reference solution, averaged over every training task (the trainer's
@@ -31,9 +31,9 @@ against wall-clock, one line per arm, spread shaded).
 
     python benchmarks/leap_vs_baselines.py                       # LEAP-mini: 3 seeds x 24 steps x 6 tasks x G=4
     python benchmarks/leap_vs_baselines.py --quick               # a few minutes: 1 seed, 2 steps, small batches
-    python benchmarks/leap_vs_baselines.py --preset smollm2 --set split=train --set task_ids= \
-        --set reward.credit=solving_turn --set optim.lr=2.0e-4 --seeds 2 --steps 6 --eval-samples 6 \
-        --held-out-samples 17 --gain-floor 0.10 --threads 2 --out benchmarks/results/smollm2   # SmolLM2's race
+    python benchmarks/leap_vs_baselines.py --preset smollm2 --set split=train --set task_ids= --seeds 2 \
+        --steps 8 --eval-samples 6 --held-out-samples 17 --gain-floor 0.10 --threads 2 \
+        --out benchmarks/results/smollm2                        # SmolLM2's race
 """
 
 from __future__ import annotations

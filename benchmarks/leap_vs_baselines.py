@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> dict:
                 Path(args.out).mkdir(parents=True, exist_ok=True)
                 (Path(args.out) / "leap_vs_baselines.partial.json").write_text(json.dumps(raw, default=str))
             log.info("%s seed %d done: train pass@1 %.3f -> %.3f, held-out %s, wall %.0f s, load %.1f/%.1f", arm,
-                     seed, initial["train"]["pass_at_1"], final["train"]["pass_at_1"],
+                     seed, start_same_seed["train"]["pass_at_1"], final["train"]["pass_at_1"],
                      final.get("held_out", {}).get("pass_at_1"), sum(h["wall_s"] for h in history), load_before,
                      load_after)
     policy.model.load_state_dict(start_state, strict=False)

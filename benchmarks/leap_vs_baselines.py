@@ -20,13 +20,13 @@ temperature) is exactly the task's reference solution, averaged over every train
 ``reference`` probe): it moves with first-turn pass@1 and carries none of the sampling noise of a rollout
 of a few dozen trajectories. The race is run on it.
 
-Printed at the end, side by side: per arm, pass@1 and pass by turn on the training tasks before and
-after (mean and spread over seeds), self-correction (pass within the turn budget minus first-turn
-pass), held-out pass@1, the wall-clock split, the reference probability before and after per seed;
-the time-to-target race (the wall-clock each arm needs for its reference probability to reach
-`--target-fraction` of the multi-turn arm's gain, on the mean curves and per seed); whether multi-turn learned
-(a judged gain of at least `--gain-floor` and more than twice its seed spread); and each criterion of the race
-as met or short. Written: ``leap_vs_baselines.json`` and ``leap_vs_baselines.png`` (reference probability
+Printed at the end, side by side: per arm, pass@1 and pass by turn on the training tasks before and after (mean and
+spread over seeds), self-correction (pass within the turn budget minus first-turn pass), held-out pass@1, the
+wall-clock split, the steps that trained nothing (every group all solved or all failed), the reference probability
+before and after per seed; the time-to-target race (the wall-clock each arm needs for its reference probability to
+reach `--target-fraction` of the multi-turn arm's gain, on the mean curves and per seed); whether multi-turn
+learned (a judged gain of at least `--gain-floor` and more than twice its seed spread); and each criterion of the
+race as met or short. Written: ``leap_vs_baselines.json`` and ``leap_vs_baselines.png`` (reference probability
 against wall-clock, one line per arm, spread shaded).
 
     python benchmarks/leap_vs_baselines.py                       # LEAP-mini: 3 seeds x 24 steps x 6 tasks x G=4
@@ -388,6 +388,8 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
             "held_out_pass_by_turn": mean_by_turn("held_out") if "held_out" in initial else [],
             "wall_s": statistics.fmean(walls), "wall_s_per_seed": walls, "wall_split_s": split, "turns": turns,
             "refinement_turn_share": (turns - first_turns) / turns if turns else 0.0, "decisions": decisions,
+            # steps whose groups were all solved or all failed: no sample had an advantage, nothing was trained
+            "steps_without_update_per_seed": [sum(h.get("optimizer_steps") == 0 for h in r["history"]) for r in rs],
             "load_average_1min": [r["load_average_1min"] for r in rs],
         }
         if all("start_same_seed" in r for r in rs):  # the gain against the start judged with the same sampling seed
@@ -487,7 +489,9 @@ def print_summary(result: dict) -> None:
     print(f"{'arm':<12} turns per seed, the share of refinement turns, trajectories stopped by reason (all seeds)")
     for arm, a in s["arms"].items():
         reasons = ", ".join(f"{k} {v:.0f}" for k, v in sorted(a["decisions"].items()))
-        print(f"{arm:<12} {a['turns']:.0f} turns, {a['refinement_turn_share']:.0%} refinement; {reasons}")
+        idle = " ".join(str(n) for n in a.get("steps_without_update_per_seed", []))
+        print(f"{arm:<12} {a['turns']:.0f} turns, {a['refinement_turn_share']:.0%} refinement; {reasons}; "
+              f"steps that trained nothing, per seed: {idle}")
     if s["tiers_before"]:
         print(f"{'arm':<12} training tasks by tier, after (mean over seeds): pass@1 / pass within the turn budget")
         print(f"{'start':<12} " + "; ".join(f"{tier} ({v['tasks']} tasks) {v['pass_at_1']:.2f} / {v['pass_within_budget']:.2f}"

@@ -66,10 +66,13 @@ def full_run(seed: int, walls: list[float], reference_p: list[float], after: flo
 
 def test_the_summary_judges_the_gain_against_the_floor_and_carries_standard_errors():
     """Multi-turn gains 0.12 on both seeds: learned against SmolLM2's floor (0.10), not against LEAP-mini's (0.15);
-    each seed's standard error of the judged pass@1 is in the summary."""
+    each seed's standard error of the judged pass@1 is in the summary, and so are the steps that trained nothing."""
     initial = {"train": judged(0.40), "held_out": judged(0.20), "reference_p": 0.5}
     runs = {"leap": [full_run(s, [5, 5], [0.6, 0.7], 0.50) for s in (0, 1)],
             "multi_turn": [full_run(s, [10, 10], [0.6, 0.7], 0.52) for s in (0, 1)]}
+    for run in runs["leap"]:
+        for h, steps in zip(run["history"], (1, 1 - run["seed"])):
+            h["optimizer_steps"] = steps  # seed 1's second step had no sample with an advantage
     curves = {arm: race.reference_curve(rs, 0.5) for arm, rs in runs.items()}
     rollout = {arm: {"pass_at_1": [0.4, 0.5]} for arm in runs}
     for floor, learned in ((0.10, True), (0.15, False)):
@@ -78,6 +81,8 @@ def test_the_summary_judges_the_gain_against_the_floor_and_carries_standard_erro
     arm = summary["arms"]["multi_turn"]
     assert arm["train_stderr_after_per_seed"] == [pytest.approx(0.04996, abs=1e-4)] * 2
     assert arm["held_out_pass_at_1_after_per_seed"] == [0.26, 0.26]
+    assert summary["arms"]["leap"]["steps_without_update_per_seed"] == [0, 1]
+    assert arm["steps_without_update_per_seed"] == [0, 0]  # histories that do not record it count none
     assert summary["speedup_leap_vs_multi_turn"] == pytest.approx(2.0)
 
 

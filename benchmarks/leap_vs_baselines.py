@@ -489,7 +489,7 @@ def print_summary(result: dict) -> None:
     print(f"{'arm':<12} turns per seed, the share of refinement turns, trajectories stopped by reason (all seeds)")
     for arm, a in s["arms"].items():
         reasons = ", ".join(f"{k} {v:.0f}" for k, v in sorted(a["decisions"].items()))
-        idle = " ".join(str(n) for n in a.get("steps_without_update_per_seed", []))
+        idle = " ".join(str(n) for n in a["steps_without_update_per_seed"])
         print(f"{arm:<12} {a['turns']:.0f} turns, {a['refinement_turn_share']:.0%} refinement; {reasons}; "
               f"steps that trained nothing, per seed: {idle}")
     if s["tiers_before"]:

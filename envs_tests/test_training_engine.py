@@ -285,6 +285,28 @@ def test_inner_epochs_keep_the_sampling_log_probs_so_the_clip_binds(tmp_path, sm
     small_policy.model.load_state_dict(state)
 
 
+def test_mini_batches_split_one_epoch_into_optimizer_steps_on_the_sampling_log_probs(tmp_path, small_policy, relu,
+                                                                                     monkeypatch):
+    """Two mini-batches of one epoch: one scoring pass at the sampling weights, then each sample trained once, in
+    two optimizer steps; the second mini-batch's ratio has left 1 because the first step moved the weights."""
+    import leap_agents.training.trainer as trainer_module
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(len(args[1]))
+        return response_logprobs(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "response_logprobs", counted)
+    state = copy.deepcopy(small_policy.model.state_dict())
+    trainer = _trainer(tmp_path, small_policy, relu, epochs=1, mini_batches=2, lr=3e-2, kl_coef=0.0)
+    stats = trainer.update(_handmade_batch(small_policy, relu))
+    assert stats["optimizer_steps"] == 2 and stats["samples"] == 2
+    assert calls == [2, 1, 1]  # the scoring pass over both samples, then one sample per mini-batch
+    assert stats["ratio_mean"] != 1.0
+    small_policy.model.load_state_dict(state)
+
+
 def test_kl_penalty_keeps_the_policy_nearer_its_start(tmp_path, small_policy, relu):
     state = copy.deepcopy(small_policy.model.state_dict())
     batch = _handmade_batch(small_policy, relu)

@@ -25,8 +25,9 @@ spread over seeds), self-correction (pass within the turn budget minus first-tur
 wall-clock split, the steps that trained nothing (every group all solved or all failed), the reference probability
 before and after per seed; the time-to-target race (the wall-clock each arm needs for its reference probability to
 reach `--target-fraction` of the multi-turn arm's gain, on the mean curves and per seed); whether multi-turn
-learned (a judged gain of at least `--gain-floor` and more than twice its seed spread); and each criterion of the
-race as met or short. Written: ``leap_vs_baselines.json`` and ``leap_vs_baselines.png`` (reference probability
+learned (a judged gain of at least `--gain-floor` and more than twice its seed spread); the headroom (the gain
+reachable without learning a training task that no judging saw solved); and each criterion of the race as met or
+short. Written: ``leap_vs_baselines.json`` and ``leap_vs_baselines.png`` (reference probability
 against wall-clock, one line per arm, spread shaded).
 
     python benchmarks/leap_vs_baselines.py                       # LEAP-mini: 3 seeds x 24 steps x 6 tasks x G=4
@@ -326,6 +327,22 @@ def by_tier(judged: dict, tiers: dict[str, str]) -> dict[str, dict[str, float]]:
     return out
 
 
+def headroom(initial: dict, runs: dict[str, list[dict]]) -> dict:
+    """The most training pass@1 the race can gain without learning a task it never solves: every training task
+    solved in some judging (the start's, each seed's start, every arm's after; at any turn) solved at the first turn
+    every time, the others never. A group that never solves has no advantage and trains nothing, so a gain floor
+    above a seed's `train_gain_ceiling_per_seed` asks for a task learned from no success of its own."""
+    judgings = [initial["train"]] + [r[key]["train"] for rs in runs.values() for r in rs
+                                     for key in ("start_same_seed", "final") if key in r]
+    tasks = list(initial["train"]["per_task"])
+    solved = [t for t in tasks if any(f is not None for j in judgings for f in j["per_task"].get(t, []))]
+    ceiling = len(solved) / len(tasks)
+    seeds = sorted(next(rs for rs in runs.values() if rs), key=lambda r: r["seed"])
+    starts = [r.get("start_same_seed", initial)["train"]["pass_at_1"] for r in seeds]
+    return {"train_tasks": len(tasks), "train_tasks_solved_in_some_judging": solved, "train_pass_at_1_ceiling": ceiling,
+            "train_gain_ceiling_per_seed": [ceiling - s for s in starts]}
+
+
 def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[float]]],
               rollout_curves: dict[str, dict[str, list[float]]], initial: dict, fraction: float = 0.9,
               tiers: dict[str, str] | None = None, gain_floor: float = 0.15) -> dict:
@@ -333,7 +350,7 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
     the share of multi-turn's gain that is the race's target; `tiers`: training task id -> tier; `gain_floor`: the
     judged pass@1 gain that counts multi-turn as having learned."""
     tiers = tiers or {}
-    out: dict = {"arms": {}, "tiers_before": by_tier(initial["train"], tiers)}
+    out: dict = {"arms": {}, "tiers_before": by_tier(initial["train"], tiers), "headroom": headroom(initial, runs)}
     for arm, rs in runs.items():
         if not rs:
             continue
@@ -533,6 +550,11 @@ def print_summary(result: dict) -> None:
               f"{verdict(s['multi_turn_learned'], 'True', 'False')} "
               f"(train pass@1 {before:.3f} -> {after:.3f}; gain {s['multi_turn_gain']:+.3f} against "
               f"{s['multi_turn_gain_against']})")
+        h = s["headroom"]
+        print(f"headroom: {len(h['train_tasks_solved_in_some_judging'])} of {h['train_tasks']} training tasks solved in "
+              f"some judging (any arm, any turn): pass@1 ceiling {h['train_pass_at_1_ceiling']:.3f}, gain ceiling per "
+              f"seed " + " ".join(f"{x:+.3f}" for x in h["train_gain_ceiling_per_seed"])
+              + f" (a task never solved trains nothing; the floor: {s['multi_turn_gain_floor']:+.2f})")
         for name, ok in s["criteria"].items():
             print(f"  {verdict(ok, 'meets', 'SHORT')}: {name}")
 

@@ -126,3 +126,23 @@ def test_a_stopped_race_is_summarized_from_its_partial_runs():
     assert result["summary"]["speedup_leap_vs_multi_turn"] == pytest.approx(2.0)
     assert result["summary"]["multi_turn_learned"] is None and result["backend"] == "cpu"
     assert result["summary"]["criteria"]["multi_turn_gain_at_least_floor_and_twice_spread"] is None
+
+
+def test_the_headroom_counts_the_tasks_solved_in_some_judging():
+    """Of three training tasks, `a` is solved at the start and `b` only at the second turn of one arm's judging
+    after training; `c` never: the pass@1 ceiling is 2/3, and each seed's gain ceiling is measured from its own
+    start."""
+    initial = {"train": {**judged(0.40), "per_task": {"a": [1, None], "b": [None, None], "c": [None, None]}},
+               "held_out": judged(0.20), "reference_p": 0.5}
+    runs = {"leap": [full_run(s, [5, 5], [0.6, 0.7], 0.50) for s in (0, 1)],
+            "multi_turn": [full_run(s, [10, 10], [0.6, 0.7], 0.52) for s in (0, 1)]}
+    runs["multi_turn"][1]["final"]["train"]["per_task"] = {"a": [None, None], "b": [None, 2], "c": [None, None]}
+    for arm_runs in runs.values():
+        for run in arm_runs:
+            run["start_same_seed"] = {"train": judged(0.30 + 0.1 * run["seed"]), "held_out": judged(0.20)}
+    h = race.headroom(initial, runs)
+    assert h["train_tasks"] == 3 and h["train_tasks_solved_in_some_judging"] == ["a", "b"]
+    assert h["train_pass_at_1_ceiling"] == pytest.approx(2 / 3)
+    assert h["train_gain_ceiling_per_seed"] == [pytest.approx(2 / 3 - 0.30), pytest.approx(2 / 3 - 0.40)]
+    runs["multi_turn"][1]["final"]["train"]["per_task"]["b"] = [None, None]
+    assert race.headroom(initial, runs)["train_tasks_solved_in_some_judging"] == ["a"]

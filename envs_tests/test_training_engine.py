@@ -161,6 +161,21 @@ def _config(tmp_path, arm: str = "leap", **optim) -> TrainConfig:
     return arm_config(config, arm)
 
 
+@pytest.fixture
+def logprob_calls(monkeypatch) -> list[int]:
+    """The number of samples in each of the trainer's log-probability passes, in order."""
+    import leap_agents.training.trainer as trainer_module
+
+    calls: list[int] = []
+
+    def counted(*args, **kwargs):
+        calls.append(len(args[1]))
+        return response_logprobs(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "response_logprobs", counted)
+    return calls
+
+
 def _trainer(tmp_path, policy, relu, arm: str = "leap", **optim):
     from leap_agents.training.trainer import LeapTrainer
 
@@ -234,32 +249,26 @@ def test_update_divides_by_the_distribution_the_samples_came_from(tmp_path, smal
     small_policy.model.load_state_dict(state)
 
 
-def test_one_epoch_of_one_mini_batch_divides_by_its_own_forward_pass(tmp_path, small_policy, relu, monkeypatch):
+def test_one_epoch_of_one_mini_batch_divides_by_its_own_forward_pass(tmp_path, small_policy, relu, logprob_calls,
+                                                                     monkeypatch):
     """With one optimizer step per update the forward pass is at the sampling weights: the update skips the
     separate scoring pass and takes the same step, with the same sampler gap, as with it; a gap above the bound
     still refuses the batch before any weight moves."""
     import leap_agents.training.trainer as trainer_module
 
-    calls = []
-
-    def counted(*args, **kwargs):
-        calls.append(len(args[1]))
-        return response_logprobs(*args, **kwargs)
-
-    monkeypatch.setattr(trainer_module, "response_logprobs", counted)
     state = copy.deepcopy(small_policy.model.state_dict())
     batch = _batch(small_policy, relu)
     after, stats = {}, {}
     for one_pass in (True, False):
         small_policy.model.load_state_dict(state)
-        calls.clear()
+        logprob_calls.clear()
         with monkeypatch.context() as m:
             if not one_pass:
                 m.setattr(trainer_module.LeapTrainer, "_one_pass", lambda self, n: False)
             trainer = _trainer(tmp_path, small_policy, relu, epochs=1, lr=3e-2, kl_coef=0.0, micro_batch_size=1)
             stats[one_pass] = trainer.update(batch)
         after[one_pass] = {k: v.clone() for k, v in small_policy.model.state_dict().items()}
-        assert calls == ([1, 1] if one_pass else [1, 1, 1, 1])  # scoring then training: two passes per micro-batch
+        assert logprob_calls == ([1, 1] if one_pass else [1, 1, 1, 1])  # scoring then training: two passes per micro-batch
     assert all(torch.equal(after[True][k], after[False][k]) for k in state)
     assert any(not torch.equal(after[True][k], state[k]) for k in state)
     for key in ("loss", "grad_norm", "ratio_mean", "logprob_gap_mean", "logprob_gap_max"):
@@ -286,23 +295,14 @@ def test_inner_epochs_keep_the_sampling_log_probs_so_the_clip_binds(tmp_path, sm
 
 
 def test_mini_batches_split_one_epoch_into_optimizer_steps_on_the_sampling_log_probs(tmp_path, small_policy, relu,
-                                                                                     monkeypatch):
+                                                                                     logprob_calls):
     """Two mini-batches of one epoch: one scoring pass at the sampling weights, then each sample trained once, in
     two optimizer steps; the second mini-batch's ratio has left 1 because the first step moved the weights."""
-    import leap_agents.training.trainer as trainer_module
-
-    calls = []
-
-    def counted(*args, **kwargs):
-        calls.append(len(args[1]))
-        return response_logprobs(*args, **kwargs)
-
-    monkeypatch.setattr(trainer_module, "response_logprobs", counted)
     state = copy.deepcopy(small_policy.model.state_dict())
     trainer = _trainer(tmp_path, small_policy, relu, epochs=1, mini_batches=2, lr=3e-2, kl_coef=0.0)
     stats = trainer.update(_handmade_batch(small_policy, relu))
     assert stats["optimizer_steps"] == 2 and stats["samples"] == 2
-    assert calls == [2, 1, 1]  # the scoring pass over both samples, then one sample per mini-batch
+    assert logprob_calls == [2, 1, 1]  # the scoring pass over both samples, then one sample per mini-batch
     assert stats["ratio_mean"] != 1.0
     small_policy.model.load_state_dict(state)
 

@@ -26,7 +26,8 @@ wall-clock split, the steps that trained nothing (every group all solved or all 
 before and after per seed; the time-to-target race (the wall-clock each arm needs for its reference probability to
 reach `--target-fraction` of the multi-turn arm's gain, on the mean curves and per seed); whether multi-turn
 learned (a judged gain of at least `--gain-floor` and more than twice its seed spread); the headroom (the gain
-reachable without learning a training task that no judging saw solved); and each criterion of the race as met or
+reachable without learning a training task that no judging saw solved, and the runs' training turns on those tasks
+and on the others: how many solved, how many cut at the token limit); and each criterion of the race as met or
 short. Written: ``leap_vs_baselines.json`` and ``leap_vs_baselines.png`` (reference probability
 against wall-clock, one line per arm, spread shaded).
 
@@ -287,6 +288,14 @@ def finish(raw: dict, args: argparse.Namespace) -> dict:
     tiers = task_tiers(config["model"]["path"], list(initial["train"]["per_task"]))
     summary = summarize(runs, curves, rollout_curves, initial, args.target_fraction, tiers, args.gain_floor)
     runs_dir = raw.get("runs_dir") or str(runs_folder(args))
+    h = summary["headroom"]
+    solved = set(h["train_tasks_solved_in_some_judging"])
+    turns = {"never_solved_tasks": training_turns(runs_dir, set(initial["train"]["per_task"]) - solved),
+             "solved_tasks": training_turns(runs_dir, solved)}
+    if all(turns.values()):
+        h["training_turns"] = turns
+    elif "training_turns" in raw.get("summary", {}).get("headroom", {}):  # a published race, its run folders gone
+        h["training_turns"] = raw["summary"]["headroom"]["training_turns"]
     return {"args": raw.get("args", vars(args)), "config": config, "backend": config["backend"],
             "warmup_seconds": raw.get("warmup_seconds", math.nan), "initial": initial, "runs": runs, "curves": curves,
             "rollout_curves": rollout_curves, "summary": summary, "runs_dir": runs_dir}
@@ -341,6 +350,26 @@ def headroom(initial: dict, runs: dict[str, list[dict]]) -> dict:
     starts = [r.get("start_same_seed", initial)["train"]["pass_at_1"] for r in seeds]
     return {"train_tasks": len(tasks), "train_tasks_solved_in_some_judging": solved, "train_pass_at_1_ceiling": ceiling,
             "train_gain_ceiling_per_seed": [ceiling - s for s in starts]}
+
+
+def training_turns(runs_dir: str | Path, task_ids: set[str]) -> dict | None:
+    """Every run's sampled training turns on `task_ids` (from each run folder's trajectories.jsonl; guided turns left
+    out): how many, how many solved, and the share the sampler cut at the token limit. None once the folders are
+    gone."""
+    files = sorted(Path(runs_dir).glob("*-seed*/trajectories.jsonl"))
+    if not files:
+        return None
+    turns = solved = cut = 0
+    for f in files:
+        for line in f.read_text().splitlines():
+            row = json.loads(line)
+            if row["task_id"] in task_ids:
+                for t in row["turns"]:
+                    if not t.get("off_policy"):
+                        turns += 1
+                        solved += t["status"] == "CORRECT"
+                        cut += t.get("finish_reason") == "length"
+    return {"turns": turns, "solved": solved, "cut_at_token_limit": cut / turns if turns else math.nan}
 
 
 def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[float]]],
@@ -555,6 +584,10 @@ def print_summary(result: dict) -> None:
               f"some judging (any arm, any turn): pass@1 ceiling {h['train_pass_at_1_ceiling']:.3f}, gain ceiling per "
               f"seed " + " ".join(f"{x:+.3f}" for x in h["train_gain_ceiling_per_seed"])
               + f" (a task never solved trains nothing; the floor: {s['multi_turn_gain_floor']:+.2f})")
+        if "training_turns" in h:
+            print("  training turns, " + "; ".join(
+                f"{k.replace('_', ' ')}: {v['solved']} of {v['turns']} solved, {v['cut_at_token_limit']:.0%} cut at the "
+                f"token limit" for k, v in h["training_turns"].items()))
         for name, ok in s["criteria"].items():
             print(f"  {verdict(ok, 'meets', 'SHORT')}: {name}")
 
@@ -620,8 +653,12 @@ def main(argv: list[str] | None = None) -> None:
     print_summary(result)
     print(f"\nwrote {out / 'leap_vs_baselines.json'} and {out / 'leap_vs_baselines.png'}")
     runs_dir = Path(result["runs_dir"])
-    write_report([runs_dir / f"{arm}-seed0" for arm in result["runs"]], runs_dir / "report.html")
-    print(f"wrote {runs_dir / 'report.html'}")
+    folders = [runs_dir / f"{arm}-seed0" for arm in result["runs"]]
+    if all(f.is_dir() for f in folders):
+        write_report(folders, runs_dir / "report.html")
+        print(f"wrote {runs_dir / 'report.html'}")
+    else:
+        print(f"no report: the run folders under {runs_dir} are gone (a published race keeps its report.html)")
 
 
 if __name__ == "__main__":

@@ -146,3 +146,34 @@ def test_the_headroom_counts_the_tasks_solved_in_some_judging():
     assert h["train_gain_ceiling_per_seed"] == [pytest.approx(2 / 3 - 0.30), pytest.approx(2 / 3 - 0.40)]
     runs["multi_turn"][1]["final"]["train"]["per_task"]["b"] = [None, None]
     assert race.headroom(initial, runs)["train_tasks_solved_in_some_judging"] == ["a"]
+
+
+def test_the_training_turns_on_never_solved_tasks_are_counted_from_the_run_folders(tmp_path):
+    """`c` is never solved in a judging: its two sampled turns (one cut at the token limit) count, its guided
+    reference does not; `a`'s one solved turn counts for the solved tasks. A published race whose run folders are
+    gone keeps the counts it had."""
+    import argparse
+    import json
+
+    initial = {"train": {**judged(0.40), "per_task": {"a": [1, None], "c": [None, None]}}, "held_out": judged(0.20),
+               "reference_p": 0.5}
+    runs = {"leap": [full_run(0, [5, 5], [0.6, 0.7], 0.50)], "multi_turn": [full_run(0, [10, 10], [0.6, 0.7], 0.52)]}
+    for run in runs["leap"] + runs["multi_turn"]:
+        run["config"] = {"model": {"path": "smollm2-135m-instruct"}, "backend": "cpu"}
+
+    def turn(status, finish="stop", off_policy=False):
+        return {"status": status, "finish_reason": finish, "off_policy": off_policy}
+
+    rows = {"leap-seed0": [{"task_id": "c", "turns": [turn("COMPILE_ERROR", "length"), turn("WRONG_OUTPUT")]}],
+            "multi_turn-seed0": [{"task_id": "c", "turns": [turn("CORRECT", off_policy=True)]},
+                                 {"task_id": "a", "turns": [turn("CORRECT")]}]}
+    for folder, lines in rows.items():
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    args = argparse.Namespace(window=1, target_fraction=0.9, gain_floor=0.10, runs_dir=None, out="out")
+    result = race.finish({"initial": initial, "runs": runs, "runs_dir": str(tmp_path)}, args)
+    turns = result["summary"]["headroom"]["training_turns"]
+    assert turns["never_solved_tasks"] == {"turns": 2, "solved": 0, "cut_at_token_limit": 0.5}
+    assert turns["solved_tasks"] == {"turns": 1, "solved": 1, "cut_at_token_limit": 0.0}
+    again = race.finish({**result, "runs_dir": str(tmp_path / "gone")}, args)
+    assert again["summary"]["headroom"]["training_turns"] == turns

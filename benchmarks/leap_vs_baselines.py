@@ -289,10 +289,8 @@ def finish(raw: dict, args: argparse.Namespace) -> dict:
     summary = summarize(runs, curves, rollout_curves, initial, args.target_fraction, tiers, args.gain_floor)
     runs_dir = raw.get("runs_dir") or str(runs_folder(args))
     h = summary["headroom"]
-    solved = set(h["train_tasks_solved_in_some_judging"])
-    turns = {"never_solved_tasks": training_turns(runs_dir, set(initial["train"]["per_task"]) - solved),
-             "solved_tasks": training_turns(runs_dir, solved)}
-    if all(turns.values()):
+    turns = training_turns(runs_dir, set(initial["train"]["per_task"]), set(h["train_tasks_solved_in_some_judging"]))
+    if turns:
         h["training_turns"] = turns
     elif "training_turns" in raw.get("summary", {}).get("headroom", {}):  # a published race, its run folders gone
         h["training_turns"] = raw["summary"]["headroom"]["training_turns"]
@@ -352,24 +350,28 @@ def headroom(initial: dict, runs: dict[str, list[dict]]) -> dict:
             "train_gain_ceiling_per_seed": [ceiling - s for s in starts]}
 
 
-def training_turns(runs_dir: str | Path, task_ids: set[str]) -> dict | None:
-    """Every run's sampled training turns on `task_ids` (from each run folder's trajectories.jsonl; guided turns left
-    out): how many, how many solved, and the share the sampler cut at the token limit. None once the folders are
-    gone."""
+def training_turns(runs_dir: str | Path, tasks: set[str], solved: set[str]) -> dict | None:
+    """Every run's sampled training turns on the training `tasks` (from each run folder's trajectories.jsonl, read
+    once; guided turns left out), for the never-solved tasks and for the `solved` ones: how many, how many solved,
+    and the share the sampler cut at the token limit. None once the folders are gone."""
     files = sorted(Path(runs_dir).glob("*-seed*/trajectories.jsonl"))
     if not files:
         return None
-    turns = solved = cut = 0
+    counts = {group: {"turns": 0, "solved": 0, "cut": 0} for group in ("never_solved_tasks", "solved_tasks")}
     for f in files:
         for line in f.read_text().splitlines():
             row = json.loads(line)
-            if row["task_id"] in task_ids:
-                for t in row["turns"]:
-                    if not t.get("off_policy"):
-                        turns += 1
-                        solved += t["status"] == "CORRECT"
-                        cut += t.get("finish_reason") == "length"
-    return {"turns": turns, "solved": solved, "cut_at_token_limit": cut / turns if turns else math.nan}
+            if row["task_id"] not in tasks:
+                continue
+            c = counts["solved_tasks" if row["task_id"] in solved else "never_solved_tasks"]
+            for t in row["turns"]:
+                if not t.get("off_policy"):
+                    c["turns"] += 1
+                    c["solved"] += t["status"] == "CORRECT"
+                    c["cut"] += t.get("finish_reason") == "length"
+    return {group: {"turns": c["turns"], "solved": c["solved"],
+                    "cut_at_token_limit": c["cut"] / c["turns"] if c["turns"] else math.nan}
+            for group, c in counts.items()}
 
 
 def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[float]]],

@@ -24,7 +24,8 @@ Printed at the end, side by side: per arm, pass@1 and pass by turn on the traini
 spread over seeds), self-correction (pass within the turn budget minus first-turn pass), held-out pass@1, the
 wall-clock split, the steps that trained nothing (every group all solved or all failed), the reference probability
 before and after per seed; the time-to-target race (the wall-clock each arm needs for its reference probability to
-reach `--target-fraction` of the multi-turn arm's gain, on the mean curves and per seed); whether multi-turn
+reach `--target-fraction` of the multi-turn arm's gain, on the mean curves and per seed, and again at 50% to 90% of
+that gain, to show whether the lead depends on where the target sits); whether multi-turn
 learned (a judged gain of at least `--gain-floor` and more than twice its seed spread); the headroom (the gain
 reachable without learning a training task that no judging saw solved, and the runs' training turns on those tasks
 and on the others: how many solved, how many cut at the token limit); and each criterion of the race as met or
@@ -322,6 +323,24 @@ def seed_speedup(base_run: dict, leap_run: dict, start: float, fraction: float) 
             "speedup": (t_base / t_leap) if (t_base and t_leap) else None}
 
 
+SWEPT_TARGET_FRACTIONS = (0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def target_sweep(curves: dict[str, dict[str, list[float]]], seed_pairs: list[tuple[dict, dict]],
+                 start: float) -> list[dict]:
+    """The race again at each of `SWEPT_TARGET_FRACTIONS` of multi-turn's gain: the mean-curve and per-seed
+    speedups (None where LEAP never reached the target). A lead that holds only at one target is that target's
+    luck on a slow rise, not a property of the arms."""
+    rows = []
+    for fraction in SWEPT_TARGET_FRACTIONS:
+        base, leap = curves["multi_turn"], curves["leap"]
+        target = race_target(base["pass_at_1"][0], base["pass_at_1"][-1], fraction)
+        t_base, t_leap = time_to_reach(base, target), time_to_reach(leap, target)
+        rows.append({"fraction": fraction, "speedup": (t_base / t_leap) if (t_base and t_leap) else None,
+                     "per_seed": [seed_speedup(b, lp, start, fraction)["speedup"] for b, lp in seed_pairs]})
+    return rows
+
+
 def by_tier(judged: dict, tiers: dict[str, str]) -> dict[str, dict[str, float]]:
     """First-turn pass and pass within the turn budget per task tier (`tiers`: task id -> tier)."""
     out: dict[str, dict[str, float]] = {}
@@ -465,6 +484,8 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
         per_seed = [seed_speedup(base, leap, initial["reference_p"], fraction)
                     for base, leap in zip(by_seed("multi_turn"), by_seed("leap"))]
         out["speedup_per_seed"] = per_seed
+        out["speedup_by_target_fraction"] = target_sweep(curves, list(zip(by_seed("multi_turn"), by_seed("leap"))),
+                                                         initial["reference_p"])
         # Did the baseline learn? Judged on every training task, eval samples per task, before and after.
         before, after = base["train_pass_at_1_before"], base["train_pass_at_1_after"]
         out["multi_turn_before_after"] = [before, after]
@@ -505,6 +526,10 @@ def repair_comparison(leap: dict, single: dict) -> dict:
     return {"leap": leap["self_correction_after"], "single_turn": single["self_correction_after"],
             "leap_spread": leap["self_correction_spread"], "single_turn_spread": single["self_correction_spread"],
             "difference": diff, "combined_spread": spread, "shown": against_spread(diff > 0 and diff > 2 * spread, seeds)}
+
+
+def ratio_text(ratio: float | None) -> str:
+    return f"{ratio:.2f}x" if ratio else "never"
 
 
 def verdict(ok: bool | None, yes: str, no: str) -> str:
@@ -576,6 +601,10 @@ def print_summary(result: dict) -> None:
             + (f"{p['speedup']:.2f}x ({p['multi_turn_s']:.0f} s vs {p['leap_s']:.0f} s, "
                f"{p['multi_turn_steps']} vs {p['leap_steps']} steps)" if p["speedup"]
                else "LEAP never reached it") for p in s["speedup_per_seed"]))
+        if "speedup_by_target_fraction" in s:
+            print("the ratio at other targets (share of multi-turn's gain: mean curves; per seed): " + "; ".join(
+                f"{row['fraction']:.0%} {ratio_text(row['speedup'])} ("
+                + " ".join(ratio_text(x) for x in row["per_seed"]) + ")" for row in s["speedup_by_target_fraction"]))
         before, after = s["multi_turn_before_after"]
         print(f"multi-turn learned (gain >= {s['multi_turn_gain_floor']:.2f} and > 2x its seed spread): "
               f"{verdict(s['multi_turn_learned'], 'True', 'False')} "

@@ -38,6 +38,20 @@ def test_a_plateau_wobble_does_not_decide_the_race():
     assert (seed["multi_turn_steps"], seed["leap_steps"]) == (2, 2)  # the same steps, half the seconds per step
 
 
+def test_the_race_is_rerun_at_other_targets_to_show_whether_the_lead_depends_on_one():
+    """Multi-turn rises 0.5 -> 0.9 over four 10 s steps, reaching 50% of its gain (0.7) at 20 s, 60% and 70% at 30 s,
+    80% and 90% (0.86) at 40 s; LEAP jumps to 0.86 in its first 5 s step: 4x, 6x, 6x, 8x, 8x, on the mean curves and
+    on seed 0 alike. Seed 1's LEAP stays at 0.7: 4x at 50% of the gain, never (None) above it."""
+    base = [run_of(s, [10] * 4, [0.6, 0.7, 0.8, 0.9]) for s in (0, 1)]
+    leap = [run_of(0, [5] * 4, [0.86] * 4), run_of(1, [5] * 4, [0.7] * 4)]
+    curves = {"multi_turn": race.reference_curve(base, 0.5), "leap": race.reference_curve(leap[:1], 0.5)}
+    rows = race.target_sweep(curves, list(zip(base, leap)), 0.5)
+    assert [row["fraction"] for row in rows] == list(race.SWEPT_TARGET_FRACTIONS)
+    assert [row["speedup"] for row in rows] == [pytest.approx(x) for x in (4.0, 6.0, 6.0, 8.0, 8.0)]
+    assert [row["per_seed"][0] for row in rows] == [pytest.approx(x) for x in (4.0, 6.0, 6.0, 8.0, 8.0)]
+    assert [row["per_seed"][1] for row in rows] == [pytest.approx(4.0), None, None, None, None]
+
+
 def test_tiers_and_the_repair_comparison():
     judged = {"per_task": {"a": [1, 1, None, 2], "b": [2, 3, None, None], "c": [None] * 4}}
     tiers = race.by_tier(judged, {"a": "easy", "b": "refine", "c": "unseen"})

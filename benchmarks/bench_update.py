@@ -10,13 +10,14 @@ same weights and optimizer state:
 - shared prompts: `leap_agents.training.logprobs.response_logprobs` as it is now: each distinct prompt of a
   micro-batch run once, its keys and values copied to the rows of its samples (the update puts a group's samples
   side by side), and the vocabulary projection only where a response token is predicted; still the scoring pass;
-- after: as the update runs now: with one epoch of one mini-batch (the `smollm2` preset) the denominator is the
-  update's own forward pass, detached, and the scoring pass is gone.
+- after: as the update runs now: with one mini-batch (the `smollm2` and `leap-mini` presets) the denominator is the
+  first epoch's own forward pass, detached, and the scoring pass is gone.
 
 Prints the batch's samples and tokens, the seconds of each update and their ratio, each update's loss, and the
 largest difference between the log-probabilities the two scorers give every turn of the batch:
 
     python benchmarks/bench_update.py                        # SmolLM2, the race's step
+    python benchmarks/bench_update.py --preset leap-mini     # LEAP-mini's step: two epochs of one mini-batch
     python benchmarks/bench_update.py --preset smoke         # the tiny model, a quick look
 """
 

@@ -249,11 +249,12 @@ def test_update_divides_by_the_distribution_the_samples_came_from(tmp_path, smal
     small_policy.model.load_state_dict(state)
 
 
-def test_one_epoch_of_one_mini_batch_divides_by_its_own_forward_pass(tmp_path, small_policy, relu, logprob_calls,
-                                                                     monkeypatch):
-    """With one optimizer step per update the forward pass is at the sampling weights: the update skips the
-    separate scoring pass and takes the same step, with the same sampler gap, as with it; a gap above the bound
-    still refuses the batch before any weight moves."""
+@pytest.mark.parametrize("epochs", [1, 2])
+def test_one_mini_batch_divides_by_its_first_epochs_own_forward_pass(tmp_path, small_policy, relu, logprob_calls,
+                                                                     monkeypatch, epochs):
+    """With one mini-batch the first epoch's forward pass is at the sampling weights (its optimizer step follows
+    it): the update skips the separate scoring pass and takes the same steps, with the same sampler gap, as with it;
+    a gap above the bound still refuses the batch before any weight moves."""
     import leap_agents.training.trainer as trainer_module
 
     state = copy.deepcopy(small_policy.model.state_dict())
@@ -265,16 +266,18 @@ def test_one_epoch_of_one_mini_batch_divides_by_its_own_forward_pass(tmp_path, s
         with monkeypatch.context() as m:
             if not one_pass:
                 m.setattr(trainer_module.LeapTrainer, "_one_pass", lambda self, n: False)
-            trainer = _trainer(tmp_path, small_policy, relu, epochs=1, lr=3e-2, kl_coef=0.0, micro_batch_size=1)
+            trainer = _trainer(tmp_path, small_policy, relu, epochs=epochs, lr=3e-2, kl_coef=0.0, micro_batch_size=1)
             stats[one_pass] = trainer.update(batch)
         after[one_pass] = {k: v.clone() for k, v in small_policy.model.state_dict().items()}
-        assert logprob_calls == ([1, 1] if one_pass else [1, 1, 1, 1])  # scoring then training: two passes per micro-batch
+        training = [1, 1] * epochs  # one pass per sample and epoch, one sample per micro-batch
+        assert logprob_calls == (training if one_pass else [1, 1] + training)  # the scoring pass first, or none
+    assert stats[True]["optimizer_steps"] == epochs
     assert all(torch.equal(after[True][k], after[False][k]) for k in state)
     assert any(not torch.equal(after[True][k], state[k]) for k in state)
-    for key in ("loss", "grad_norm", "ratio_mean", "logprob_gap_mean", "logprob_gap_max"):
+    for key in ("loss", "grad_norm", "ratio_mean", "clip_frac", "logprob_gap_mean", "logprob_gap_max"):
         assert stats[True][key] == stats[False][key], key
     small_policy.model.load_state_dict(state)
-    trainer = _trainer(tmp_path, small_policy, relu, epochs=1, lr=3e-2, kl_coef=0.0)
+    trainer = _trainer(tmp_path, small_policy, relu, epochs=epochs, lr=3e-2, kl_coef=0.0)
     trainer.config.rollout.temperature = 3.0
     with pytest.raises(RuntimeError, match="another distribution"):
         trainer.update(batch)

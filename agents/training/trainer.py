@@ -281,8 +281,9 @@ class LeapTrainer:
         generated them (this trainer's `HFPolicy` or a vLLM engine, ``model.engine``). The sampler's log-probabilities
         of its own samples are set beside it (``logprob_gap_mean``, ``logprob_gap_max``); a mean gap above
         `optim.max_logprob_gap` per token raises `LogprobGapError` (the samples came from another distribution),
-        before any optimizer step. With one epoch of one mini-batch the denominator is the update's own forward
-        pass, detached (the same weights, batches and padding), so no separate scoring pass runs.
+        before any optimizer step. With one mini-batch the denominator is the first epoch's own forward pass,
+        detached: the optimizer steps only after it, so it runs at the sampling weights, and no separate scoring pass
+        runs.
         """
         o = self.config.optim
         samples: list[Turn] = [turn for traj in batch.trajectories for turn in traj.turns
@@ -303,7 +304,7 @@ class LeapTrainer:
         rng = random.Random(self.step)
         totals = {"loss": 0.0, "clipped": 0.0, "kl": 0.0, "ratio": 0.0, "tokens": 0.0, "grad_norm": 0.0}
         order = list(range(len(samples)))
-        for _ in range(o.epochs):
+        for epoch in range(o.epochs):
             rng.shuffle(order)
             n_mb = max(1, min(o.mini_batches, len(order)))
             for m in range(n_mb):
@@ -329,7 +330,7 @@ class LeapTrainer:
                         totals["tokens"] += len(lp)
                     loss.backward()
                     totals["loss"] += float(loss.detach())
-                if one_pass:
+                if one_pass and epoch == 0:
                     self._check_sampler_gap(samples, old, stats)
                 params = [p for p in self.model.parameters() if p.requires_grad]
                 norm_value = torch.nn.utils.clip_grad_norm_(params, o.max_grad_norm if o.max_grad_norm > 0 else math.inf)
@@ -343,8 +344,8 @@ class LeapTrainer:
         return stats
 
     def _one_pass(self, n_samples: int) -> bool:
-        """One epoch of one mini-batch: the update's only forward pass runs at the sampling weights."""
-        return self.config.optim.epochs == 1 and min(self.config.optim.mini_batches, n_samples) == 1
+        """One mini-batch: the first epoch's forward pass runs at the sampling weights (its optimizer step follows it)."""
+        return min(self.config.optim.mini_batches, n_samples) == 1
 
     def _check_sampler_gap(self, samples: list[Turn], old: list[torch.Tensor], stats: dict[str, float]) -> None:
         """The sampler's log-probabilities of its samples beside the trainer's (`old`) into `stats`; a mean gap above

@@ -29,7 +29,9 @@ that gain, to show whether the lead depends on where the target sits); whether m
 learned (a judged gain of at least `--gain-floor` and more than twice its seed spread); the headroom (the gain
 reachable without learning a training task that no judging saw solved, and the runs' training turns on those tasks
 and on the others: how many solved, how many cut at the token limit); and each criterion of the race as met or
-short. Written: ``leap_vs_baselines.json`` and ``leap_vs_baselines.png`` (reference probability
+short. The JSON also records what the wall-clock depends on besides the code (``environment``: the Python, torch,
+transformers, kernels and vllm versions, the CPU and its count). Written: ``leap_vs_baselines.json`` and
+``leap_vs_baselines.png`` (reference probability
 against wall-clock, one line per arm, spread shaded).
 
     python benchmarks/leap_vs_baselines.py                       # LEAP-mini: 3 seeds x 24 steps x 6 tasks x G=4
@@ -47,6 +49,7 @@ import json
 import logging
 import math
 import os
+import platform
 import statistics
 import sys
 import time
@@ -142,6 +145,23 @@ def plot(curves: dict[str, dict[str, list[float]]], path: Path, title: str) -> N
 def load_average() -> float:
     """The 1-minute load average (the machine is shared: background load is recorded with every run)."""
     return os.getloadavg()[0]
+
+
+def software_and_machine() -> dict[str, Any]:
+    """What the race's wall-clock depends on besides the code: the packages that run the model and the CPU."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    packages = {}
+    for name in ("torch", "transformers", "kernels", "vllm"):
+        try:
+            packages[name] = version(name)
+        except PackageNotFoundError:
+            packages[name] = None
+    cpu, cpuinfo = platform.processor(), Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                    if line.startswith("model name")), cpu)
+    return {"python": platform.python_version(), "packages": packages, "cpu": cpu, "cpu_count": os.cpu_count()}
 
 
 def arm_order(arms: list[str], seed: int) -> list[str]:
@@ -250,7 +270,8 @@ def run(args: argparse.Namespace) -> dict:
              initial.get("held_out", {}).get("pass_at_1"), samples)
     runs: dict[str, list[dict]] = {arm: [] for arm in args.arms}
     runs_dir = runs_folder(args)
-    raw = {"args": vars(args), "config": to_dict(config), "warmup_seconds": warm_s, "initial": initial, "runs": runs,
+    raw = {"args": vars(args), "config": to_dict(config), "environment": software_and_machine(),
+           "warmup_seconds": warm_s, "initial": initial, "runs": runs,
            "runs_dir": str(runs_dir)}
     for seed in range(args.seeds):
         policy.model.load_state_dict(start_state, strict=False)
@@ -295,9 +316,9 @@ def finish(raw: dict, args: argparse.Namespace) -> dict:
         h["training_turns"] = turns
     elif "training_turns" in raw.get("summary", {}).get("headroom", {}):  # a published race, its run folders gone
         h["training_turns"] = raw["summary"]["headroom"]["training_turns"]
-    return {"args": raw.get("args", vars(args)), "config": config, "backend": config["backend"],
-            "warmup_seconds": raw.get("warmup_seconds", math.nan), "initial": initial, "runs": runs, "curves": curves,
-            "rollout_curves": rollout_curves, "summary": summary, "runs_dir": runs_dir}
+    return {"args": raw.get("args", vars(args)), "config": config, "environment": raw.get("environment"),
+            "backend": config["backend"], "warmup_seconds": raw.get("warmup_seconds", math.nan), "initial": initial,
+            "runs": runs, "curves": curves, "rollout_curves": rollout_curves, "summary": summary, "runs_dir": runs_dir}
 
 
 def race_target(start: float, final: float, fraction: float) -> float:
@@ -540,6 +561,10 @@ def print_summary(result: dict) -> None:
     s = result["summary"]
     model = result["config"]["model"]["path"]
     print(f"\n{model} on the {result['backend']} backend; policy built (or loaded) in {result['warmup_seconds']:.0f} s")
+    env = result.get("environment")
+    if env:
+        print(f"on {env['cpu']} ({env['cpu_count']} CPUs), Python {env['python']}, "
+              + ", ".join(f"{k} {v}" for k, v in env["packages"].items() if v))
     ini = result["initial"]
     print(f"start policy: train pass@1 {ini['train']['pass_at_1']:.3f} by turn "
           f"{' '.join(f'{x:.2f}' for x in ini['train']['pass_by_turn'])}; held-out "

@@ -4,9 +4,11 @@ the per-seed ratio, the task tiers and the repair comparison."""
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
+import torch
 
 _spec = importlib.util.spec_from_file_location(
     "leap_vs_baselines", Path(__file__).resolve().parents[1] / "benchmarks" / "leap_vs_baselines.py")
@@ -139,6 +141,11 @@ def test_a_stopped_race_is_summarized_from_its_partial_runs():
     assert set(result["runs"]) == {"leap", "multi_turn"} and result["runs_dir"] == "out/runs"
     assert result["summary"]["speedup_leap_vs_multi_turn"] == pytest.approx(2.0)
     assert result["summary"]["multi_turn_learned"] is None and result["backend"] == "cpu"
+    assert result["environment"] is None  # a race that did not record its software and machine
+    env = race.software_and_machine()
+    assert env["packages"]["torch"] == torch.__version__ and env["cpu_count"] == os.cpu_count() and env["cpu"]
+    kept = race.finish({"initial": initial, "runs": runs, "environment": env}, args)["environment"]
+    assert kept == env  # --finish keeps what the race recorded, not the finishing machine's
     assert result["summary"]["criteria"]["multi_turn_gain_at_least_floor_and_twice_spread"] is None
 
 

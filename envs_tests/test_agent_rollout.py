@@ -1,5 +1,8 @@
-"""The group rollout engine through the real environment (compile-only backend) with scripted
-policies: DCP on and off, decisions and their reasons, rewards, metrics, the trajectory record."""
+"""The group rollout engine through the real environment (compile-only backend; the cpu backend for a kernel that
+never ends) with scripted policies: DCP on and off, decisions and their reasons, rewards, metrics, the trajectory
+record, the evaluation time limit."""
+
+import re
 
 import pytest
 
@@ -92,3 +95,16 @@ def test_rollout_uses_a_given_env_factory(tasks):
                            config=RolloutConfig(group_size=4, max_turns=2, progress_bar=False))
     batch = engine.run(["level1/relu"], seed=1)
     assert len(made) == 4 and [t.first_solved_turn for t in batch.trajectories] == [1, 1, None, None]
+
+
+def test_a_kernel_that_never_ends_costs_the_rollout_its_eval_timeout(tasks):
+    """`rollout.eval_timeout_s` is the limit the environment kills an evaluation at (30 s by default)."""
+    relu = tasks[0].reference_solutions[0]
+    hang = re.sub(r"(__global__[^{]*\{)", r"\1\n    while (true) { }", relu, count=1)
+    assert hang != relu
+    engine = RolloutEngine(ScriptedPolicy({"level1/relu": [hang]}), tasks, backend="cpu",
+                           config=RolloutConfig(group_size=1, max_turns=1, eval_timeout_s=2.0, progress_bar=False))
+    batch = engine.run(["level1/relu"], seed=0)
+    turn = batch.trajectories[0].turns[0]
+    assert turn.status == "TIMEOUT" and "ran past its 2 s limit" in turn.result["message"]
+    assert batch.evaluation_s < 20.0  # the default limit alone would take 30 s

@@ -39,6 +39,9 @@ class RolloutConfig:
     top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass"})
     max_new_tokens: int = field(default=512, metadata={"help": "response length limit in tokens"})
     eval_workers: int = field(default=2, metadata={"help": "concurrent environment evaluations (worker processes)"})
+    eval_timeout_s: float = field(default=30.0, metadata={
+        "help": "seconds one evaluation may run before it is killed as a TIMEOUT: a kernel that never ends costs "
+                "this much of its step; not when env_kwargs names an evaluator of its own"})
     guide_prob: float = field(default=0.0, metadata={
         "help": "probability that a response is replaced by the task's reference solution (off-policy guidance; "
                 "gives a from-scratch model a learning signal)"})
@@ -117,7 +120,7 @@ class RolloutEngine:
             if self.env_factory is not None:
                 self._envs.append(self.env_factory())
                 continue
-            kwargs = dict(self.env_kwargs)
+            kwargs = {"timeout_s": self.config.eval_timeout_s, **self.env_kwargs}
             if self.config.memo and "evaluator" not in kwargs:  # an evaluator given (a Ray pool) is used as is
                 if self._memo is None:
                     fields = {f.name for f in dataclasses.fields(EvalConfig)}

@@ -341,7 +341,20 @@ def seed_speedup(base_run: dict, leap_run: dict, start: float, fraction: float) 
     t_base, t_leap = time_to_reach(base, target), time_to_reach(leap, target)
     return {"seed": base_run["seed"], "target_reference_p": target, "multi_turn_s": t_base, "leap_s": t_leap,
             "multi_turn_steps": steps_to_reach(base, target), "leap_steps": steps_to_reach(leap, target),
-            "speedup": (t_base / t_leap) if (t_base and t_leap) else None}
+            "speedup": speedup(t_base, t_leap)}
+
+
+def speedup(t_base: float | None, t_leap: float | None) -> float | None:
+    """Multi-turn's time to the target over LEAP's; None where either never reached it."""
+    return (t_base / t_leap) if (t_base and t_leap) else None
+
+
+def mean_curve_race(curves: dict[str, dict[str, list[float]]], fraction: float) -> dict:
+    """The race on the mean curves: the target at `fraction` of multi-turn's gain and each arm's time to it."""
+    base, leap = curves["multi_turn"], curves["leap"]
+    target = race_target(base["pass_at_1"][0], base["pass_at_1"][-1], fraction)
+    t_base, t_leap = time_to_reach(base, target), time_to_reach(leap, target)
+    return {"target": target, "multi_turn_s": t_base, "leap_s": t_leap, "speedup": speedup(t_base, t_leap)}
 
 
 SWEPT_TARGET_FRACTIONS = (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -352,14 +365,9 @@ def target_sweep(curves: dict[str, dict[str, list[float]]], seed_pairs: list[tup
     """The race again at each of `SWEPT_TARGET_FRACTIONS` of multi-turn's gain: the mean-curve and per-seed
     speedups (None where LEAP never reached the target). A lead that holds only at one target is that target's
     luck on a slow rise, not a property of the arms."""
-    rows = []
-    for fraction in SWEPT_TARGET_FRACTIONS:
-        base, leap = curves["multi_turn"], curves["leap"]
-        target = race_target(base["pass_at_1"][0], base["pass_at_1"][-1], fraction)
-        t_base, t_leap = time_to_reach(base, target), time_to_reach(leap, target)
-        rows.append({"fraction": fraction, "speedup": (t_base / t_leap) if (t_base and t_leap) else None,
-                     "per_seed": [seed_speedup(b, lp, start, fraction)["speedup"] for b, lp in seed_pairs]})
-    return rows
+    return [{"fraction": fraction, "speedup": mean_curve_race(curves, fraction)["speedup"],
+             "per_seed": [seed_speedup(b, lp, start, fraction)["speedup"] for b, lp in seed_pairs]}
+            for fraction in SWEPT_TARGET_FRACTIONS]
 
 
 def by_tier(judged: dict, tiers: dict[str, str]) -> dict[str, dict[str, float]]:
@@ -491,22 +499,16 @@ def summarize(runs: dict[str, list[dict]], curves: dict[str, dict[str, list[floa
                     for r in rs if "held_out" in r["final"]])
     if "multi_turn" in curves and "leap" in curves:
         base, leap = out["arms"]["multi_turn"], out["arms"]["leap"]
-        target = race_target(curves["multi_turn"]["pass_at_1"][0], curves["multi_turn"]["pass_at_1"][-1], fraction)
-        t_base = time_to_reach(curves["multi_turn"], target)
-        t_leap = time_to_reach(curves["leap"], target)
-        out["target_reference_p"] = target
+        race = mean_curve_race(curves, fraction)
+        out["target_reference_p"] = race["target"]
         out["target_fraction_of_multi_turn_gain"] = fraction
-        out["multi_turn_time_to_target_s"] = t_base
-        out["leap_time_to_target_s"] = t_leap
-        out["speedup_leap_vs_multi_turn"] = (t_base / t_leap) if (t_base and t_leap) else None
-        def by_seed(arm: str) -> list:
-            return sorted(runs[arm], key=lambda r: r["seed"])
-
-        per_seed = [seed_speedup(base, leap, initial["reference_p"], fraction)
-                    for base, leap in zip(by_seed("multi_turn"), by_seed("leap"))]
+        out["multi_turn_time_to_target_s"] = race["multi_turn_s"]
+        out["leap_time_to_target_s"] = race["leap_s"]
+        out["speedup_leap_vs_multi_turn"] = race["speedup"]
+        seed_pairs = list(zip(*(sorted(runs[arm], key=lambda r: r["seed"]) for arm in ("multi_turn", "leap"))))
+        per_seed = [seed_speedup(b, lp, initial["reference_p"], fraction) for b, lp in seed_pairs]
         out["speedup_per_seed"] = per_seed
-        out["speedup_by_target_fraction"] = target_sweep(curves, list(zip(by_seed("multi_turn"), by_seed("leap"))),
-                                                         initial["reference_p"])
+        out["speedup_by_target_fraction"] = target_sweep(curves, seed_pairs, initial["reference_p"])
         # Did the baseline learn? Judged on every training task, eval samples per task, before and after.
         before, after = base["train_pass_at_1_before"], base["train_pass_at_1_after"]
         out["multi_turn_before_after"] = [before, after]

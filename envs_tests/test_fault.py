@@ -78,3 +78,22 @@ def test_faulty_responses_are_all_answered_and_the_env_survives():
     env.reset(seed=0, options={"task_id": "level1/relu"})
     _, reward, terminated, _, info = env.step(HONEST)
     assert info["result"].status == CORRECT and terminated and reward == 1.0
+
+
+@pytest.mark.parametrize("kind, wild", [("null_write", True), ("oob_near", False)])
+def test_a_wild_access_replaces_its_worker_and_a_guarded_one_does_not(kind, wild):
+    """A fault outside every argument's guard page may follow stray writes into the worker's own memory, so the
+    worker that ran it is not reused; one that stopped at a guard page wrote nothing outside the copies."""
+    from fault_responses import fault_response
+
+    from leap_gym.evaluation.evaluator import Evaluator
+    from leap_gym.evaluation.languages import prepare
+    from leap_gym.tasks import load_tasks
+
+    task = load_tasks(["level1/relu"])[0].with_size("cpu")
+    with Evaluator(backend="cpu", workers=1, timeout_s=TIMEOUT_S, locate_faults=False) as evaluator:
+        job = evaluator.job_for(task, prepare(task, fault_response(kind), "cpu"))
+        outcome = evaluator._get_pool().run("leap_gym.evaluation.languages:run_job", job, timeout=TIMEOUT_S)
+        assert outcome.ok and outcome.value.detail == "out_of_bounds", outcome
+        assert ("no argument's buffer" in outcome.value.message) is wild
+        assert outcome.replaced is wild

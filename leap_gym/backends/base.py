@@ -35,6 +35,14 @@ class KernelRuntimeError(RuntimeError):
         self.detail = detail
 
 
+def request_worker_replacement() -> None:
+    """Inside a sandbox worker, ask the pool to replace this process after the current call: a kernel
+    left it in a state later calls must not inherit. Outside a worker this does nothing."""
+    from leap_gym.sandbox import request_replacement
+
+    request_replacement()
+
+
 @dataclass
 class Availability:
     ok: bool

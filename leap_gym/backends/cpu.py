@@ -26,7 +26,8 @@ API (stable; `leap_gym.evaluation.pipeline` relies on it):
 - Errors are `KernelRuntimeError` with ``detail`` in ``{"deadlock", "out_of_bounds", "unsupported",
   "kernel_error", "launch"}``, naming the kernel and, where known, the line of the cuda block. A wild
   access (SIGSEGV inside a kernel) is caught by the runtime and is an ``out_of_bounds`` error too, so
-  the process survives; only a fault outside kernel code still crashes.
+  the process survives; only a fault outside kernel code still crashes. Such a fault outside every guarded
+  buffer calls `request_worker_replacement`: the kernel's stray writes before it may have landed in the process.
 - ``checked_worker_env() -> dict[str, str]``: environment for a process that runs ``checked=True``
   loads (libasan preloaded, ASan options). In such a process ``load(..., checked=True)`` builds with
   AddressSanitizer (ASan aborts the process at the first bad access, with a report on stderr);
@@ -54,7 +55,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from leap_gym.backends.base import Availability, Backend, KernelRuntimeError
+from leap_gym.backends.base import Availability, Backend, KernelRuntimeError, request_worker_replacement
 from leap_gym.backends.cpu_build import (
     DEFAULT_SHARED_MEM,
     ERROR_KINDS,
@@ -147,8 +148,11 @@ class CpuLauncher:
                 self._launch(name, grid, block, shared_mem, guarded.args if guarded else args)
             except KernelRuntimeError as exc:
                 if exc.detail == "out_of_bounds":  # a bad access caught by the runtime's SIGSEGV handler
-                    raise KernelRuntimeError(self._describe_fault(name, str(exc), guarded, grid, block, shared_mem,
-                                                                  args, tensors), "out_of_bounds") from None
+                    message, wild = self._describe_fault(name, str(exc), guarded, grid, block, shared_mem, args,
+                                                         tensors)
+                    if wild:  # the kernel's earlier stray writes may have landed in this process's memory
+                        request_worker_replacement()
+                    raise KernelRuntimeError(message, "out_of_bounds") from None
                 pc = re.search(r" ?\[pc \+0x([0-9a-f]+)\]", str(exc))
                 if pc:  # a stack overflow: name the line it happened at
                     frames = addr2line(self.path, int(pc.group(1), 16))
@@ -164,8 +168,9 @@ class CpuLauncher:
 
     def _describe_fault(self, name: str, raw: str, guarded: GuardedArgs | None, grid: tuple[int, int, int],
                         block: tuple[int, int, int], shared_mem: int, args: list[Any],
-                        tensors: list[Any] | None) -> str:
-        """A fault reported by the runtime, with the argument/element (guard page) and the line (debug info)."""
+                        tensors: list[Any] | None) -> tuple[str, bool]:
+        """A fault reported by the runtime, with the argument/element (guard page) and the line (debug info),
+        and whether it was wild: outside every argument's guarded buffer."""
         addr = re.search(r"at address (0x[0-9a-f]+|\(nil\))", raw)
         pc = re.search(r"\[pc \+0x([0-9a-f]+)\]", raw)
         thread = re.search(r"in thread (\([^)]*\)).*?\[block (\([^)]*\))\]", raw)
@@ -176,7 +181,7 @@ class CpuLauncher:
         if not frames:
             located = self._locate(name, grid, block, shared_mem, args, tensors)
             if located:
-                return f"{located}\n  ({raw})"
+                return f"{located}\n  ({raw})", fault is None
         lines = self.cuda_source.splitlines()
         head = f"out-of-bounds access in kernel '{name}'" if fault else f"invalid memory access in kernel '{name}'"
         if frames:
@@ -199,7 +204,7 @@ class CpuLauncher:
             if 0 < fline <= len(lines) and fline != frames[0][1]:
                 out.append(f"  called from {func}, line {fline}: {lines[fline - 1].strip()}")
         out.append("  check the index against the bound (e.g. `if (i < n)`, not `i <= n`) and the grid size")
-        return "\n".join(out)
+        return "\n".join(out), fault is None
 
     def _locate(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,
                 args: list[Any], tensors: list[Any] | None) -> str:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
 
-from leap_gym.backends.base import Availability, Backend, KernelRuntimeError
+from leap_gym.backends.base import Availability, Backend, KernelRuntimeError, request_worker_replacement
 from leap_gym.backends.cuda_driver import CudaCallError as _CudaCallError
 from leap_gym.backends.cuda_driver import call as _call
 from leap_gym.backends.cuda_driver import device_attribute
@@ -160,16 +160,6 @@ def apply_profile(result: Any, report: KernelProfile) -> None:
         result.timing.peak_bandwidth_gbps = report.peak_bandwidth_gbps
     for name, occupancy in report.occupancy.items():
         result.resources.setdefault(name, KernelResources()).theoretical_occupancy = occupancy
-
-
-def _request_worker_replacement() -> None:
-    """Inside a sandbox worker, ask the pool to replace this process after the current call."""
-    try:
-        from leap_gym.sandbox import request_replacement
-
-        request_replacement()
-    except Exception as exc:  # no sandbox module, or not in a worker: the flag on the backend remains
-        log.debug("cannot request worker replacement: %s", exc)
 
 
 class CudaLauncher:
@@ -404,7 +394,7 @@ class CudaBackend(Backend):
         if info.sticky and not self.context_poisoned:
             self.context_poisoned, self.poison_reason = True, name
             log.warning("CUDA context poisoned by %s; this worker must be replaced", name)
-            _request_worker_replacement()
+            request_worker_replacement()
         self.pending_kernels.clear()
         return KernelRuntimeError(format_error(name, where, kernels or []), detail=info.detail)
 

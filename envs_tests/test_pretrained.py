@@ -132,6 +132,35 @@ def _tiny_lora_policy(top_layers: int = 0) -> HFPolicy:
     return HFPolicy(apply_lora(model, **lora_kwargs(model, 4, 8, top_layers)), tok, prompt_format=ChatPrompt(compact=True))
 
 
+def test_warmup_weighs_the_training_tasks_first_turn_examples_apart_from_the_synthetic_ones():
+    """`train_first_turn_weight` copies each training task's reference answer that many times; the other tasks keep
+    `first_turn_weight`, and the repair examples (real feedback on real mutants) are the same either way."""
+    import functools
+
+    from leap_agents.training.synthetic_tasks import synthetic_tasks
+    from leap_agents.training.warmup_lora import build_examples
+    from leap_gym.evaluation.evaluator import Evaluator
+    from leap_gym.evaluation.memo import evaluate_all
+    from leap_gym.evaluation.pipeline import EvalConfig
+
+    relu = next(t for t in leap_gym.load_tasks("builtin") if t.id == "level1/relu").with_size("cpu")
+    synthetic = synthetic_tasks()[0]
+    ids = [relu.id, synthetic.id]
+    with Evaluator(EvalConfig(backend="compile-only", workers=1)) as evaluator:
+        judge = functools.partial(evaluate_all, evaluator)
+        plain, _ = build_examples([relu, synthetic], ids, judge, mutants_per_task=2, first_turn_weight=2)
+        heavy, _ = build_examples([relu, synthetic], ids, judge, mutants_per_task=2, first_turn_weight=2,
+                                  first_turn_weights={relu.id: 5})
+
+    def firsts(examples, task_id):
+        return sum(e.kind == "first_turn" and e.task_id == task_id for e in examples)
+
+    assert (firsts(plain, relu.id), firsts(heavy, relu.id)) == (2 * len(relu.reference_solutions),
+                                                                5 * len(relu.reference_solutions))
+    assert firsts(plain, synthetic.id) == firsts(heavy, synthetic.id) == 2
+    assert [e for e in plain if e.kind == "repair"] == [e for e in heavy if e.kind == "repair"]
+
+
 def test_lora_sft_step_on_a_tiny_model(env):
     """The warm-up's SFT step on a locally built model: only the adapter moves, and the loss falls."""
     pytest.importorskip("peft")

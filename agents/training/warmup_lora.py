@@ -63,6 +63,9 @@ class LoraWarmupConfig:
     wrong_operators: int = field(default=2, metadata={
         "help": "repairs per synthetic task whose wrong answer is another operator's kernel"})
     first_turn_weight: int = field(default=2, metadata={"help": "copies of each first-turn example"})
+    train_first_turn_weight: int = field(default=0, metadata={
+        "help": "copies of each LEAP-mini training task's first-turn example (0: first_turn_weight); its reference "
+                "kernels are longer than the synthetic operators', and fewer copies leave them unlearned"})
     lora_r: int = field(default=16, metadata={"help": "LoRA rank"})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
     lora_layers: int = field(default=8, metadata={
@@ -95,9 +98,10 @@ def warmup_split(config: LoraWarmupConfig) -> tuple[list[Any], Any]:
 
 
 def build_examples(tasks: list[Any], train_ids: list[str], judge: EvalFn, mutants_per_task: int = 4,
-                   first_turn_weight: int = 2, seed: int = 0,
-                   wrong_operators: int = 0) -> tuple[list[SftExample], dict[str, Any]]:
-    """First-turn and repair examples of the training tasks, each mutant judged by `judge`.
+                   first_turn_weight: int = 2, seed: int = 0, wrong_operators: int = 0,
+                   first_turn_weights: dict[str, int] | None = None) -> tuple[list[SftExample], dict[str, Any]]:
+    """First-turn and repair examples of the training tasks, each mutant judged by `judge`; `first_turn_weights`
+    sets the copies of some tasks' first-turn examples (the others have `first_turn_weight`).
 
     Returns:
         The examples and statistics (mutants judged, kept, statuses, seconds).
@@ -114,7 +118,8 @@ def build_examples(tasks: list[Any], train_ids: list[str], judge: EvalFn, mutant
                   {"role": "user", "content": render_prompt(task, MAX_TURNS, "debug")}]
         refs = [as_response(reference_cuda(task, k)) for k in range(len(task.reference_solutions))]
         for ref in refs:
-            examples += [SftExample(task_id, "first_turn", prompt, ref)] * first_turn_weight
+            examples += [SftExample(task_id, "first_turn", prompt, ref)] * (first_turn_weights or {}).get(
+                task_id, first_turn_weight)
         muts = mutants(reference_cuda(task), mutants_per_task, seed=seed * 1000 + n)
         muts += wrong_operator_kernels(task_id, wrong_operators, seed)
         judged = judge_mutants(task, reference_cuda(task), muts, judge, as_response)
@@ -184,7 +189,9 @@ def warmup(config: LoraWarmupConfig | None = None, rebuild: bool = False, backen
         extra = synthetic_references(judge) if config.synthetic else []
         examples, stats = build_examples(tasks + extra, split.train + [t.id for t in extra], judge,
                                          config.mutants_per_task, config.first_turn_weight, config.seed,
-                                         config.wrong_operators)
+                                         config.wrong_operators,
+                                         dict.fromkeys(split.train, config.train_first_turn_weight or
+                                                       config.first_turn_weight))
     stats["synthetic_tasks"] = len(extra)
     policy = HFPolicy.from_pretrained(config.model, device="cpu")
     rendered = [policy.render(e.history) + e.response for e in examples]

@@ -7,6 +7,7 @@ the model loads once per module (about 20 s)."""
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -268,3 +269,29 @@ def test_one_lora_sft_step_on_the_real_model(smollm2, env):
                 p.copy_(saved[n])
                 p.requires_grad_(False)
         smollm2.model.eval()
+
+
+@needs_model
+def test_warmup_fit_scores_the_reference_as_the_trainer_does(smollm2):
+    """`benchmarks/warmup_fit.py`: the reference answer's loss is the one the trainer's log-probabilities give (the
+    same tokens, the same positions), and the greedy answer is the policy's own."""
+    from leap_agents.training.logprobs import response_logprobs
+    from leap_agents.training.mini.data import as_response, reference_cuda
+    from leap_agents.training.warmup_lora import first_turn_history
+
+    spec = importlib.util.spec_from_file_location("warmup_fit", Path(__file__).parent.parent / "benchmarks" / "warmup_fit.py")
+    fit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fit)
+    task = next(t for t in leap_gym.load_tasks("builtin") if t.id == "level1/sigmoid").with_size("cpu")
+    row = fit.reference_fit(smollm2, task, max_new_tokens=40)
+    prompt = smollm2.encode_prompt(first_turn_history(task))
+    answer = smollm2.encode_response(as_response(reference_cuda(task)))
+    (logprobs,) = response_logprobs(smollm2.model, [prompt], [answer], smollm2.tokenizer.pad_token_id)
+    assert row["tokens"] == len(answer)
+    assert row["nll"] == pytest.approx(-float(logprobs.sum()), rel=1e-4, abs=1e-3)
+    assert row["nll_max"] == pytest.approx(-float(logprobs.min()), rel=1e-4, abs=1e-4)
+    greedy = smollm2.generate([first_turn_history(task)], temperature=0.0, max_new_tokens=40)[0].text.strip()
+    reference = as_response(reference_cuda(task))
+    assert not row["greedy_is_reference"]  # 40 tokens cannot hold the whole reference
+    cut = row["departs_at"]
+    assert greedy[:cut] == reference[:cut] and row["greedy_from_there"] == greedy[cut:cut + 80]

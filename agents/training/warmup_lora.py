@@ -97,6 +97,14 @@ def warmup_split(config: LoraWarmupConfig) -> tuple[list[Any], Any]:
     return tasks, make_split(tasks, config.held_out, config.split_seed)
 
 
+def first_turn_history(task: Any) -> list[dict[str, str]]:
+    """The history a first-turn example answers: the environment's system message and task prompt."""
+    from leap_gym.evaluation.feedback import render_prompt
+
+    return [{"role": "system", "content": "You are an expert CUDA kernel engineer."},
+            {"role": "user", "content": render_prompt(task, MAX_TURNS, "debug")}]
+
+
 def build_examples(tasks: list[Any], train_ids: list[str], judge: EvalFn, mutants_per_task: int = 4,
                    first_turn_weight: int = 2, seed: int = 0, wrong_operators: int = 0,
                    first_turn_weights: dict[str, int] | None = None) -> tuple[list[SftExample], dict[str, Any]]:
@@ -106,7 +114,7 @@ def build_examples(tasks: list[Any], train_ids: list[str], judge: EvalFn, mutant
     Returns:
         The examples and statistics (mutants judged, kept, statuses, seconds).
     """
-    from leap_gym.evaluation.feedback import render_feedback, render_prompt
+    from leap_gym.evaluation.feedback import render_feedback
 
     by_id = {t.id: t for t in tasks}
     examples: list[SftExample] = []
@@ -114,8 +122,7 @@ def build_examples(tasks: list[Any], train_ids: list[str], judge: EvalFn, mutant
     start = time.perf_counter()
     for n, task_id in enumerate(train_ids):
         task = by_id[task_id]
-        prompt = [{"role": "system", "content": "You are an expert CUDA kernel engineer."},
-                  {"role": "user", "content": render_prompt(task, MAX_TURNS, "debug")}]
+        prompt = first_turn_history(task)
         refs = [as_response(reference_cuda(task, k)) for k in range(len(task.reference_solutions))]
         for ref in refs:
             examples += [SftExample(task_id, "first_turn", prompt, ref)] * (first_turn_weights or {}).get(

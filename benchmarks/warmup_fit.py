@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from leap_agents.policies.hf import HFPolicy
+from leap_agents.training.logprobs import response_logprobs
 from leap_agents.training.mini.data import as_response, reference_cuda
 from leap_agents.training.warmup_lora import LoraWarmupConfig, first_turn_history, warmup_split
 
@@ -30,8 +31,8 @@ def reference_fit(policy: HFPolicy, task, max_new_tokens: int = 256) -> dict:
     reference = as_response(reference_cuda(task))
     prompt, answer = policy.encode_prompt(history), policy.encode_response(reference)
     with torch.no_grad():
-        logits = policy.model(torch.tensor([prompt + answer], device=policy.device)).logits[0, len(prompt) - 1:-1]
-    nll = torch.nn.functional.cross_entropy(logits.float(), torch.tensor(answer, device=policy.device), reduction="none")
+        (logprobs,) = response_logprobs(policy.model, [prompt], [answer], policy.tokenizer.pad_token_id)
+    nll = -logprobs.float()
     greedy = policy.generate([history], temperature=0.0, max_new_tokens=max_new_tokens)[0].text.strip()
     departs = next((i for i, (a, b) in enumerate(zip(greedy, reference)) if a != b), min(len(greedy), len(reference)))
     return {"task_id": task.id, "tokens": len(answer), "nll": float(nll.sum()), "nll_per_token": float(nll.mean()),

@@ -273,9 +273,8 @@ def test_one_lora_sft_step_on_the_real_model(smollm2, env):
 
 @needs_model
 def test_warmup_fit_scores_the_reference_as_the_trainer_does(smollm2):
-    """`benchmarks/warmup_fit.py`: the reference answer's loss is the one the trainer's log-probabilities give (the
-    same tokens, the same positions), and the greedy answer is the policy's own."""
-    from leap_agents.training.logprobs import response_logprobs
+    """`benchmarks/warmup_fit.py`: the reference answer's loss is the cross-entropy of one plain forward pass over
+    prompt and answer (the same tokens, the same positions), and the greedy answer is the policy's own."""
     from leap_agents.training.mini.data import as_response, reference_cuda
     from leap_agents.training.warmup_lora import first_turn_history
 
@@ -286,10 +285,12 @@ def test_warmup_fit_scores_the_reference_as_the_trainer_does(smollm2):
     row = fit.reference_fit(smollm2, task, max_new_tokens=40)
     prompt = smollm2.encode_prompt(first_turn_history(task))
     answer = smollm2.encode_response(as_response(reference_cuda(task)))
-    (logprobs,) = response_logprobs(smollm2.model, [prompt], [answer], smollm2.tokenizer.pad_token_id)
+    with torch.no_grad():
+        logits = smollm2.model(torch.tensor([prompt + answer])).logits[0, len(prompt) - 1:-1].float()
+    nll = torch.nn.functional.cross_entropy(logits, torch.tensor(answer), reduction="none")
     assert row["tokens"] == len(answer)
-    assert row["nll"] == pytest.approx(-float(logprobs.sum()), rel=1e-4, abs=1e-3)
-    assert row["nll_max"] == pytest.approx(-float(logprobs.min()), rel=1e-4, abs=1e-4)
+    assert row["nll"] == pytest.approx(float(nll.sum()), rel=1e-4, abs=1e-3)
+    assert row["nll_max"] == pytest.approx(float(nll.max()), rel=1e-4, abs=1e-4)
     greedy = smollm2.generate([first_turn_history(task)], temperature=0.0, max_new_tokens=40)[0].text.strip()
     reference = as_response(reference_cuda(task))
     assert not row["greedy_is_reference"]  # 40 tokens cannot hold the whole reference

@@ -124,9 +124,9 @@ def build_examples(tasks: list[Any], train_ids: list[str], judge: EvalFn, mutant
         task = by_id[task_id]
         prompt = first_turn_history(task)
         refs = [as_response(reference_cuda(task, k)) for k in range(len(task.reference_solutions))]
+        copies = (first_turn_weights or {}).get(task_id, first_turn_weight)
         for ref in refs:
-            examples += [SftExample(task_id, "first_turn", prompt, ref)] * (first_turn_weights or {}).get(
-                task_id, first_turn_weight)
+            examples += [SftExample(task_id, "first_turn", prompt, ref)] * copies
         muts = mutants(reference_cuda(task), mutants_per_task, seed=seed * 1000 + n)
         muts += wrong_operator_kernels(task_id, wrong_operators, seed)
         judged = judge_mutants(task, reference_cuda(task), muts, judge, as_response)
@@ -197,8 +197,8 @@ def warmup(config: LoraWarmupConfig | None = None, rebuild: bool = False, backen
         examples, stats = build_examples(tasks + extra, split.train + [t.id for t in extra], judge,
                                          config.mutants_per_task, config.first_turn_weight, config.seed,
                                          config.wrong_operators,
-                                         dict.fromkeys(split.train, config.train_first_turn_weight or
-                                                       config.first_turn_weight))
+                                         dict.fromkeys(split.train, config.train_first_turn_weight)
+                                         if config.train_first_turn_weight else None)
     stats["synthetic_tasks"] = len(extra)
     policy = HFPolicy.from_pretrained(config.model, device="cpu")
     rendered = [policy.render(e.history) + e.response for e in examples]

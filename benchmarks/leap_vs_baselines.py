@@ -44,6 +44,7 @@ against wall-clock, one line per arm, spread shaded).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import logging
@@ -163,6 +164,21 @@ def software_and_machine() -> dict[str, Any]:
     return {"python": platform.python_version(), "packages": packages, "cpu": cpu, "cpu_count": os.cpu_count()}
 
 
+def start_adapter(model: Any) -> dict[str, Any] | None:
+    """Which LoRA adapter the race starts from (a named model's warm-up or a folder): its path, the SHA-256 of its
+    weights and, for a warm-up, the configuration that built it."""
+    from leap_agents.policies.pretrained import is_pretrained_name, resolve_adapter
+
+    adapter = (model.adapter or "none").lower()
+    if adapter == "none" or (adapter == "warmup" and not is_pretrained_name(model.path)):
+        return None
+    path = resolve_adapter(model.path, model.adapter)
+    record = {"path": str(path), "sha256": hashlib.sha256((path / "adapter_model.safetensors").read_bytes()).hexdigest()}
+    if (path / "warmup.json").exists():
+        record["warmup_config"] = json.loads((path / "warmup.json").read_text())["config"]
+    return record
+
+
 def arm_order(arms: list[str], seed: int) -> list[str]:
     """The arms of one seed, back to back, the order reversed on odd seeds (background load falls alike)."""
     return list(arms) if seed % 2 == 0 else list(reversed(arms))
@@ -270,6 +286,7 @@ def run(args: argparse.Namespace) -> dict:
     runs: dict[str, list[dict]] = {arm: [] for arm in args.arms}
     runs_dir = runs_folder(args)
     raw = {"args": vars(args), "config": to_dict(config), "environment": software_and_machine(),
+           "start_adapter": start_adapter(config.model),
            "warmup_seconds": warm_s, "initial": initial, "runs": runs,
            "runs_dir": str(runs_dir)}
     for seed in range(args.seeds):
@@ -316,7 +333,8 @@ def finish(raw: dict, args: argparse.Namespace) -> dict:
     elif "training_turns" in raw.get("summary", {}).get("headroom", {}):  # a published race, its run folders gone
         h["training_turns"] = raw["summary"]["headroom"]["training_turns"]
     return {"args": raw.get("args", vars(args)), "config": config, "environment": raw.get("environment"),
-            "backend": config["backend"], "warmup_seconds": raw.get("warmup_seconds", math.nan), "initial": initial,
+            "start_adapter": raw.get("start_adapter"), "backend": config["backend"],
+            "warmup_seconds": raw.get("warmup_seconds", math.nan), "initial": initial,
             "runs": runs, "curves": curves, "rollout_curves": rollout_curves, "summary": summary, "runs_dir": runs_dir}
 
 

@@ -148,6 +148,7 @@ def test_a_stopped_race_is_summarized_from_its_partial_runs():
     assert (env["packages"]["vllm"] is None) is (importlib.util.find_spec("vllm") is None)
     kept = race.finish({"initial": initial, "runs": runs, "environment": env}, args)["environment"]
     assert kept == env  # --finish keeps what the race recorded, not the finishing machine's
+    assert result["start_adapter"] is None
     assert result["summary"]["criteria"]["multi_turn_gain_at_least_floor_and_twice_spread"] is None
 
 
@@ -200,3 +201,27 @@ def test_the_training_turns_on_never_solved_tasks_are_counted_from_the_run_folde
     assert turns["solved_tasks"] == {"turns": 1, "solved": 1, "cut_at_token_limit": 0.0}
     again = race.finish({**result, "runs_dir": str(tmp_path / "gone")}, args)
     assert again["summary"]["headroom"]["training_turns"] == turns
+
+
+def test_the_race_records_the_adapter_it_starts_from(tmp_path, monkeypatch):
+    """A named model's warm-up resolves to the shipped adapter (the cache holds no built one): its weights' hash and
+    the configuration that built it; a folder adapter has a hash and no warm-up configuration; no adapter, nothing."""
+    import hashlib
+    import types
+
+    from leap_agents.policies.pretrained import ADAPTERS_DIR
+
+    monkeypatch.setenv("LEAP_GYM_CACHE", str(tmp_path / "cache"))
+    shipped = ADAPTERS_DIR / "smollm2-135m-instruct"
+    record = race.start_adapter(types.SimpleNamespace(path="smollm2-135m-instruct", adapter="warmup"))
+    assert record["path"] == str(shipped)
+    assert record["sha256"] == hashlib.sha256((shipped / "adapter_model.safetensors").read_bytes()).hexdigest()
+    assert record["warmup_config"]["model"] == "smollm2-135m-instruct"
+    folder = tmp_path / "adapter"
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text("{}")
+    (folder / "adapter_model.safetensors").write_bytes(b"weights")
+    record = race.start_adapter(types.SimpleNamespace(path="smollm2-135m-instruct", adapter=str(folder)))
+    assert record == {"path": str(folder), "sha256": hashlib.sha256(b"weights").hexdigest()}
+    assert race.start_adapter(types.SimpleNamespace(path="tiny", adapter="warmup")) is None
+    assert race.start_adapter(types.SimpleNamespace(path="smollm2-135m-instruct", adapter="none")) is None

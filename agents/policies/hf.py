@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from leap_agents.policies.attention import use_grouped_sdpa
 from leap_agents.policies.base import Generation, History
 from leap_agents.policies.decoding import block_stop, sample
 from leap_agents.policies.prompts import ChatPrompt, PromptFormat
@@ -49,6 +50,8 @@ class HFPolicy:
         self.merged_sampling = merged_sampling
         self._merged: tuple[tuple, Any] | None = None
         self._warned = False
+        if str(getattr(model, "device", "cpu")).startswith("cpu"):
+            use_grouped_sdpa(model)  # reads the KV cache as it is instead of copying it per query head
 
     @classmethod
     def from_pretrained(cls, path: str, device: str | None = None, dtype: str | None = None, lora: dict[str, Any] | None = None,

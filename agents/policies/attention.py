@@ -39,8 +39,8 @@ def grouped_sdpa_forward(module: torch.nn.Module, query: torch.Tensor, key: torc
         mask = attention_mask.expand(batch, 1, groups, attention_mask.shape[-1])
     else:
         mask = attention_mask.repeat(1, 1, groups, 1)
-    out = torch.nn.functional.scaled_dot_product_attention(folded, key, value, attn_mask=mask,
-                                                           dropout_p=dropout if module.training else 0.0, scale=scaling)
+    out = torch.nn.functional.scaled_dot_product_attention(folded, key, value, attn_mask=mask, dropout_p=dropout,
+                                                           scale=scaling)
     return out.reshape(batch, heads, q, dim).transpose(1, 2).contiguous(), None
 
 

@@ -63,7 +63,7 @@ class LoraWarmupConfig:
     wrong_operators: int = field(default=2, metadata={
         "help": "repairs per synthetic task whose wrong answer is another operator's kernel"})
     first_turn_weight: int = field(default=2, metadata={"help": "copies of each first-turn example"})
-    train_first_turn_weight: int = field(default=0, metadata={
+    train_first_turn_weight: int = field(default=4, metadata={
         "help": "copies of each LEAP-mini training task's first-turn example (0: first_turn_weight); its reference "
                 "kernels are longer than the synthetic operators', and fewer copies leave them unlearned"})
     lora_r: int = field(default=16, metadata={"help": "LoRA rank"})

@@ -310,6 +310,29 @@ def test_mini_batches_split_one_epoch_into_optimizer_steps_on_the_sampling_log_p
     small_policy.model.load_state_dict(state)
 
 
+def test_adams_epsilon_far_above_the_gradient_makes_the_step_follow_the_gradient(tmp_path, small_policy, relu):
+    """By default AdamW's first step moves every weight with a gradient by lr; with `optim.eps` far above the
+    gradient's coordinates the step is the gradient times lr / eps (momentum SGD)."""
+    state = copy.deepcopy(small_policy.model.state_dict())
+    batch = _handmade_batch(small_policy, relu)
+    for lr, eps in ((1e-3, 1e-8), (1.0, 10.0)):
+        small_policy.model.load_state_dict(state)
+        trainer = _trainer(tmp_path, small_policy, relu, epochs=1, lr=lr, kl_coef=0.0, eps=eps)
+        assert trainer.optimizer.param_groups[0]["eps"] == eps
+        before = [p.detach().clone() for p in trainer.model.parameters() if p.requires_grad]
+        trainer.update(batch)
+        params = [p for p in trainer.model.parameters() if p.requires_grad]
+        step = torch.cat([(p.detach() - b).flatten() for p, b in zip(params, before)])
+        grad = torch.cat([p.grad.flatten() for p in params])
+        moved = step[grad.abs() > 1e-6].abs()
+        if eps < 1.0:
+            assert torch.allclose(moved, torch.full_like(moved, lr), rtol=0.05)
+        else:
+            assert torch.nn.functional.cosine_similarity(step, -grad, dim=0) > 0.999
+            assert float(step.norm()) == pytest.approx(lr / eps * float(grad.norm()), rel=1e-2)
+    small_policy.model.load_state_dict(state)
+
+
 def test_kl_penalty_keeps_the_policy_nearer_its_start(tmp_path, small_policy, relu):
     state = copy.deepcopy(small_policy.model.state_dict())
     batch = _handmade_batch(small_policy, relu)

@@ -69,6 +69,9 @@ class OptimConfig:
     lr: float = field(default=1e-6, metadata={"help": "AdamW learning rate"})
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
     beta2: float = field(default=0.999, metadata={"help": "AdamW's second-moment decay"})
+    eps: float = field(default=1e-8, metadata={
+        "help": "AdamW's epsilon; far above the gradient's typical coordinate the step follows the gradient's size "
+                "(momentum SGD at lr / eps) instead of moving every weight by about lr"})
     clip_eps: float = field(default=0.2, metadata={"help": "PPO ratio clip (lower)"})
     clip_eps_high: float = field(default=0.28, metadata={"help": "PPO ratio clip (upper; DAPO clip-higher)"})
     kl_coef: float = field(default=0.0, metadata={"help": "KL penalty to the frozen initial policy (0: none)"})

@@ -155,7 +155,7 @@ class LeapTrainer:
             self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
         params = [p for p in self.model.parameters() if p.requires_grad]
         o = config.optim
-        self.optimizer = torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay, betas=(0.9, o.beta2))
+        self.optimizer = torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay, betas=(0.9, o.beta2), eps=o.eps)
         self.tracker = DifficultyTracker(config.dcp.ema_alpha)
         self.tasks = tasks if tasks is not None else select_tasks(config)
         self.sampler = build_sampler(config, self.policy, self.out)  # the policy itself, or vLLM (model.engine)

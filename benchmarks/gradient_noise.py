@@ -6,7 +6,8 @@ independent gradients of one policy. If each is g_b = s + n_b, with s the expect
 independent across steps, the mean inner product of two steps' gradients estimates |s|^2 and their mean squared norm
 |s|^2 + E|n|^2; the ratio is the signal share. Noise falls as 1/batch, so a share p at B trajectories per step
 reaches 0.5 at about B (1 - p) / p. A share whose interval holds 0 means a step's gradient has no direction that
-the other steps' agree with.
+the other steps' agree with. The share weighs each step by its gradient's size; the mean cosine of two steps'
+gradients, also printed, weighs every step alike.
 
 Two step directions from one gradient are also set against the mean of the other steps' gradients (an unbiased
 estimate of s): the gradient itself (SGD) and its sign (Adam's first step, lr times the sign of each coordinate).
@@ -108,8 +109,8 @@ def pairwise_cosines(grads: torch.Tensor, tasks: list[set[str]]) -> dict[str, li
 def measure(args: argparse.Namespace) -> dict:
     overrides = [tuple(item.split("=", 1)) for item in args.set]
     config = arm_config(load_config(args.config, args.preset if not args.config else None, overrides), args.arm)
-    # one gradient per step, unclipped; the KL penalty's gradient is 0 at the start policy
-    config.optim.epochs, config.optim.mini_batches, config.optim.max_grad_norm, config.optim.kl_coef = 1, 1, 0.0, 0.0
+    # one gradient per step, clipped as the update clips it; the KL penalty's gradient is 0 at the start policy
+    config.optim.epochs, config.optim.mini_batches, config.optim.kl_coef = 1, 1, 0.0
     config.run.probe, config.run.resume, config.run.tensorboard, config.run.save_every = "", False, False, 10 ** 9
     config.run.eval_samples, config.run.threads = 0, args.threads
     config.run.seed = args.seed

@@ -62,16 +62,16 @@ class StepTasks(TrainerCallback):
 def signal_share(grads: torch.Tensor) -> dict[str, float]:
     """The share of E|g|^2 that is |E g|^2, from K independent gradients (rows), with a leave-one-out jackknife
     standard error."""
-    def share(g: torch.Tensor) -> float:
-        k = len(g)
-        inner = g @ g.T
-        squares = inner.diagonal().sum()
-        cross = (inner.sum() - squares) / (k * (k - 1))
+    def share(gram: torch.Tensor) -> float:
+        k = len(gram)
+        squares = gram.diagonal().sum()
+        cross = (gram.sum() - squares) / (k * (k - 1))
         return float(cross / (squares / k))
 
     k = len(grads)
-    full = share(grads)
-    folds = [share(torch.cat([grads[:i], grads[i + 1:]])) for i in range(k)]
+    gram = grads @ grads.T  # every fold is a submatrix of it
+    full = share(gram)
+    folds = [share(gram[rest][:, rest]) for rest in ([j for j in range(k) if j != i] for i in range(k))]
     mean_fold = sum(folds) / k
     se = ((k - 1) / k * sum((f - mean_fold) ** 2 for f in folds)) ** 0.5
     return {"share": full, "share_se": se}
@@ -120,7 +120,7 @@ def measure(args: argparse.Namespace) -> dict:
         trainer = LeapTrainer(config, callbacks=[step_tasks])
         recorder = GradientRecorder(p for p in trainer.model.parameters() if p.requires_grad)
         trainer.optimizer = recorder
-        steps, grads, tasks = [], [], []
+        steps = []
         for _ in range(args.steps):
             before = len(recorder.gradients)
             metrics = trainer.train_step()
@@ -132,9 +132,8 @@ def measure(args: argparse.Namespace) -> dict:
             print(f"step {trainer.step:3d}  pass@1 {metrics['pass_at_1']:.3f}  samples {metrics['samples']:4.0f}  "
                   f"tokens {metrics['trained_tokens']:6.0f}  |g| {metrics['grad_norm']:.4f}"
                   + ("" if trained else "  (no sample with an advantage: no gradient)"), flush=True)
-            if trained:
-                grads.append(recorder.gradients[-1])
-                tasks.append(step_tasks.tasks[-1])
+    grads = recorder.gradients  # one per trained step
+    tasks = [set(s["tasks"]) for s in steps if s["trained"]]
     result = {"preset": args.preset, "config": args.config, "arm": args.arm, "set": args.set, "seed": args.seed,
               "trajectories_per_step": config.run.tasks_per_step * config.rollout.group_size,
               "parameters": int(grads[0].numel()) if grads else 0, "steps": steps, "gradients": len(grads)}

@@ -74,6 +74,7 @@ def train_main(argv: list[str] | None = None) -> int:
     if args.print_config:
         print(json.dumps(to_dict(config), indent=2))
         return 0
+    from leap_agents.training.callbacks import ReferenceProbe
     from leap_agents.training.sampler import close_sampler
     from leap_agents.training.step_estimate import estimate_step
     from leap_agents.training.trainer import LeapTrainer, select_tasks
@@ -85,26 +86,29 @@ def train_main(argv: list[str] | None = None) -> int:
     if config.split:
         parts["held_out"] = select_tasks(config, "train" if config.split == "held_out" else "held_out")
     samples = config.run.eval_samples
+    probe = next((c for c in trainer.callbacks if isinstance(c, ReferenceProbe)), None)
     try:
         before = {k: trainer.judge(v, samples) for k, v in parts.items()} if samples and trainer.step == 0 else {}
+        reference_p_before = probe() if probe and trainer.step == 0 else None
         history = trainer.train()
         after = {k: trainer.judge(v, samples, seed=54321) for k, v in parts.items()} if samples else {}
     finally:
         close_sampler(trainer.sampler, trainer.policy)
-    print_summary(config, history, before, after, time.perf_counter() - start)
+    print_summary(config, history, before, after, reference_p_before, time.perf_counter() - start)
     print(f"done: {trainer.step} steps in {config.run.output_dir}")
     if history:
         (trainer.out / "summary.json").write_text(json.dumps(
-            {"before": before, "after": after, "history": history, "seconds": time.perf_counter() - start},
-            indent=1, default=str))
-        plot_curve(history, trainer.out / "curve.png", before.get("train"), after.get("train"))
+            {"before": before, "after": after, "reference_p_before": reference_p_before, "history": history,
+             "seconds": time.perf_counter() - start}, indent=1, default=str))
+        plot_curve(history, trainer.out / "curve.png", before.get("train"), after.get("train"), reference_p_before)
         print(f"wrote {trainer.out / 'summary.json'}, {trainer.out / 'curve.png'} and {trainer.out / 'report.html'}")
     return 0
 
 
 def print_summary(config: Any, history: list[dict[str, float]], before: dict[str, Any], after: dict[str, Any],
-                  seconds: float) -> None:
-    """The run in a few lines: time, the judged pass@1 before and after, DCP's decisions, the probe."""
+                  reference_p_before: float | None, seconds: float) -> None:
+    """The run in a few lines: time, the judged pass@1 before and after, DCP's decisions, the probe (from before
+    training when the run started at step 0)."""
     if not history:
         print(f"done: nothing to train, {config.run.output_dir} is already at step {config.run.steps}")
         return
@@ -126,11 +130,13 @@ def print_summary(config: Any, history: list[dict[str, float]], before: dict[str
           f"{(responses - first) / max(responses, 1):.0%}); trajectories stopped by DCP: easy {turns[0]:.0f}, hopeless "
           f"{turns[1] + turns[2]:.0f}; by success {turns[4]:.0f}, by the budget {turns[5]:.0f}")
     if "reference_p" in history[-1]:
-        print(f"P(first-turn sample = reference), training tasks, after each step: "
-              f"{history[0]['reference_p']:.3f} -> {history[-1]['reference_p']:.3f}")
+        start = "" if reference_p_before is None else f"{reference_p_before:.3f} before training, "
+        print(f"P(first-turn sample = reference), training tasks: {start}{history[0]['reference_p']:.3f} after the "
+              f"first step, {history[-1]['reference_p']:.3f} after the last")
 
 
-def plot_curve(history: list[dict[str, float]], path: Path, before: dict | None = None, after: dict | None = None) -> None:
+def plot_curve(history: list[dict[str, float]], path: Path, before: dict | None = None, after: dict | None = None,
+               reference_p_before: float | None = None) -> None:
     """Rollout pass@1 (and the reference probability, when probed) against the training wall-clock."""
     import itertools
 
@@ -146,7 +152,9 @@ def plot_curve(history: list[dict[str, float]], path: Path, before: dict | None 
     ax.plot(clock, raw, marker="o", alpha=0.35, label="each step's rollouts (first turn)")
     ax.plot(clock, smooth, linewidth=2.5, label="mean of the last 3 steps")
     if "reference_p" in history[0]:
-        ax.plot(clock, [h["reference_p"] for h in history], linewidth=2.5, color="tab:red",
+        points = [] if reference_p_before is None else [(0.0, reference_p_before)]
+        points += zip(clock, (h["reference_p"] for h in history))
+        ax.plot([t for t, _ in points], [p for _, p in points], linewidth=2.5, color="tab:red",
                 label="P(first-turn sample = reference), training tasks")
     if before and after:
         ax.plot([0, clock[-1]], [before["pass_at_1"], after["pass_at_1"]], "s--", color="black",
@@ -155,7 +163,7 @@ def plot_curve(history: list[dict[str, float]], path: Path, before: dict | None 
     ax.set_ylabel("pass@1")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

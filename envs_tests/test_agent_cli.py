@@ -26,3 +26,17 @@ def test_leap_train_runs_leap_mini_through_the_trainer_by_default(capsys):
     cfg = json.loads(capsys.readouterr().out)
     assert cfg["reward"]["scheme"] == "kevin" and not cfg["dcp"]["enabled"]
 
+
+
+def test_leap_train_probes_the_start_policy_before_the_first_step(tmp_path, capsys):
+    """With the learning rate at 0 the policy never moves, so the probe before training reads what it reads after
+    the first step: the same tasks, prompts and temperature."""
+    out = tmp_path / "run"
+    assert train_main(["--preset", "smoke", "--set", "run.probe=reference", "--set", "optim.lr=0",
+                       "--set", "run.steps=1", "--set", "run.tasks_per_step=1", "--set", "rollout.max_turns=1",
+                       "--set", "rollout.progress_bar=false", "--set", f"run.output_dir={out}"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    start, after = summary["reference_p_before"], summary["history"][0]["reference_p"]
+    assert 0 < start < 1 and abs(start - after) < 1e-6 * start
+    assert f"{start:.3f} before training, {after:.3f} after the first step" in capsys.readouterr().out
+    assert (out / "curve.png").stat().st_size > 0

@@ -1,9 +1,9 @@
 """The SmolLM2 rollout path before and after: sampling throughput at the race's settings, side by side.
 
 SmolLM2-135M-Instruct with its LoRA warm-up loaded trainable (as `leap-train --preset smollm2` holds it), float32,
-sampling the environment's first prompts of the preset's training tasks, each repeated as a group (the race's
-first turn: 4 tasks x G=8 = 32 sequences), 256 new tokens at temperature 0.8, the compact rendering and the block
-stop rule. Two paths, one run, the same seed:
+sampling the environment's first prompts of four easy level-1 tasks (the preset's when this was written), each
+repeated as a group (the race's first turn: 4 tasks x G=8 = 32 sequences), 256 new tokens at temperature 0.8, the
+compact rendering and the block stop rule. Two paths, one run, the same seed:
 
 - before: transformers' `generate`, 8 histories per call, through the peft model (the LoRA adapter unmerged), the
   log-probabilities from its stored logits: how `HFPolicy` sampled before;

@@ -18,7 +18,8 @@ the judging seed's luck, and it is the gain that decides whether multi-turn lear
 Every step also records, off the clock, the probability that a first-turn sample (at the training
 temperature) is exactly the task's reference solution, averaged over every training task (the trainer's
 ``reference`` probe): it moves with first-turn pass@1 and carries none of the sampling noise of a rollout
-of a few dozen trajectories. The race is run on it.
+of a few dozen trajectories. The race is run on it. With `--train-tasks` the arms train on some of the training
+tasks only, the probe averages over those, and the judging still covers every training and held-out task.
 
 Printed at the end, side by side: per arm, pass@1 and pass by turn on the training tasks before and after (mean and
 spread over seeds), self-correction (pass within the turn budget minus first-turn pass), held-out pass@1, the
@@ -204,6 +205,17 @@ def race_config(args: argparse.Namespace) -> Any:
     return config
 
 
+def trained_tasks(judged: list[Any], ids: str | None) -> list[Any]:
+    """The judged training tasks the arms train on: all of them, or those that `ids` (comma-separated) names."""
+    if not ids:
+        return judged
+    wanted = ids.split(",")
+    unknown = sorted(set(wanted) - {t.id for t in judged})
+    if unknown:
+        raise SystemExit(f"--train-tasks: {', '.join(unknown)} not among the race's training tasks")
+    return [t for t in judged if t.id in wanted]
+
+
 def task_tiers(model_path: str, task_ids: list[str]) -> dict[str, str]:
     """Training task id -> tier (LEAP-mini's easy/refine/unseen, `leap_agents.training.mini.data.Split`); one
     tier, ``train``, for any other policy."""
@@ -273,12 +285,13 @@ def run(args: argparse.Namespace) -> dict:
     warm_s = time.perf_counter() - t0
     judge_policy = Judge(policy, config, args.held_out_samples)
     train, samples = judge_policy.train, judge_policy.samples
+    trained = trained_tasks(train, args.train_tasks)
     start_state = {n: p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
     r = config.rollout
 
     initial = judge_policy(judging_seed(0))  # the start as the race reports it, and seed 0's paired start
-    probe_engine = LeapTrainer(config, policy=policy, tasks=train).engine
-    initial["reference_p"] = ReferenceProbe(policy, train, probe_engine.first_histories([t.id for t in train]),
+    probe_engine = LeapTrainer(config, policy=policy, tasks=trained).engine
+    initial["reference_p"] = ReferenceProbe(policy, trained, probe_engine.first_histories([t.id for t in trained]),
                                             r.temperature)()
     log.info("start policy: train pass@1 %.3f by turn %s; held-out %s (%d samples per task)",
              initial["train"]["pass_at_1"], initial["train"]["pass_by_turn"],
@@ -298,7 +311,7 @@ def run(args: argparse.Namespace) -> dict:
             cfg = arm_config(config, arm)
             cfg.run.seed, cfg.run.output_dir = seed, str(runs_dir / f"{arm}-seed{seed}")
             load_before = load_average()
-            trainer = LeapTrainer(cfg, policy=policy, tasks=train)
+            trainer = LeapTrainer(cfg, policy=policy, tasks=trained)
             history = trainer.train()
             load_after = load_average()
             final = judge_policy(judging_seed(seed))
@@ -677,6 +690,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--steps", type=int, default=24)
     p.add_argument("--tasks-per-step", type=int, default=None, help="the config's by default")
+    p.add_argument("--train-tasks", metavar="IDS",
+                   help="the arms train on these of the judged training tasks (comma-separated; default: all) and "
+                        "the curve is their reference probability; judging stays on every training and held-out task")
     p.add_argument("--group-size", type=int, default=None, help="the config's by default")
     p.add_argument("--eval-samples", type=int, default=16,
                    help="samples per task (training and held-out) judged before and after, full refinement "

@@ -225,3 +225,34 @@ def test_the_race_records_the_adapter_it_starts_from(tmp_path, monkeypatch):
     assert record == {"path": str(folder), "sha256": hashlib.sha256(b"weights").hexdigest()}
     assert race.start_adapter(types.SimpleNamespace(path="tiny", adapter="warmup")) is None
     assert race.start_adapter(types.SimpleNamespace(path="smollm2-135m-instruct", adapter="none")) is None
+
+
+def test_the_arms_train_on_the_chosen_tasks_and_are_judged_on_every_one(tmp_path):
+    """``--train-tasks``: each arm's rollouts hold only the chosen tasks, the start and every arm are judged on
+    all the training tasks, and the curve starts from the chosen tasks' reference probability."""
+    import json
+
+    from leap_agents.training.callbacks import ReferenceProbe
+    from leap_agents.training.config import load_config
+    from leap_agents.training.trainer import LeapTrainer, build_policy, select_tasks
+
+    chosen = ["level1/add", "level1/tanh"]
+    race.main(["--preset", "smoke", "--seeds", "1", "--steps", "1", "--tasks-per-step", "2", "--eval-samples", "1",
+               "--arms", "leap", "multi_turn", "--train-tasks", ",".join(chosen), "--set", "rollout.max_turns=1",
+               "--set", "rollout.progress_bar=false", "--out", str(tmp_path)])
+    result = json.loads((tmp_path / "leap_vs_baselines.json").read_text())
+    judged = {"level1/relu", "level1/add", "level1/sigmoid", "level1/tanh"}
+    assert set(result["initial"]["train"]["per_task"]) == judged
+    for arm in ("leap", "multi_turn"):
+        (run,) = result["runs"][arm]
+        assert set(run["final"]["train"]["per_task"]) == judged
+        rollouts = (tmp_path / "runs" / f"{arm}-seed0" / "trajectories.jsonl").read_text().splitlines()
+        assert {json.loads(line)["task_id"] for line in rollouts} == set(chosen)
+    config = load_config(preset="smoke")
+    policy = build_policy(config)
+    tasks = [t for t in select_tasks(config) if t.id in chosen]
+    engine = LeapTrainer(config, policy=policy, tasks=tasks).engine
+    start = ReferenceProbe(policy, tasks, engine.first_histories(chosen), config.rollout.temperature)()
+    assert result["initial"]["reference_p"] == pytest.approx(start, rel=1e-5)
+    with pytest.raises(SystemExit, match="level1/nope"):
+        race.trained_tasks(select_tasks(config), "level1/add,level1/nope")

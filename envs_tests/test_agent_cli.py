@@ -27,7 +27,6 @@ def test_leap_train_runs_leap_mini_through_the_trainer_by_default(capsys):
     assert cfg["reward"]["scheme"] == "kevin" and not cfg["dcp"]["enabled"]
 
 
-
 def test_leap_train_probes_the_start_policy_before_the_first_step(tmp_path, capsys):
     """With the learning rate at 0 the policy never moves, so the probe before training reads what it reads after
     the first step: the same tasks, prompts and temperature."""
